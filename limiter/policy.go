@@ -1,0 +1,175 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Bounds of a policy, from SPEC §1.
+const (
+	MaxLimit  = 100_000
+	MinWindow = time.Second
+	MaxWindow = 7 * 24 * time.Hour
+	MaxKeyLen = 128
+)
+
+// DefaultPolicies exist unless a configuration redefines them: "default" for
+// callers that name no policy, "demo" as the public sandbox of the page.
+var DefaultPolicies = []string{"default=10/60s", "demo=5/10s"}
+
+// Rule is one limit over one window: at most Limit entries with a score inside
+// (now - Window, now].
+type Rule struct {
+	Limit  int
+	Window time.Duration
+}
+
+// WindowMs is the window in milliseconds, the unit scores are kept in.
+func (r Rule) WindowMs() int64 { return r.Window.Milliseconds() }
+
+// Policy is a named set of rules checked together on one log, e.g.
+// login=5/1m,20/1h: at most 5 a minute and 20 an hour. Rules are sorted by
+// window, shortest first.
+type Policy struct {
+	Name  string
+	Rules []Rule
+}
+
+// Longest is the longest window of the policy: entries older than that count
+// for no rule and may be evicted.
+func (p Policy) Longest() time.Duration {
+	var w time.Duration
+	for _, r := range p.Rules {
+		w = max(w, r.Window)
+	}
+	return w
+}
+
+// SmallestLimit bounds the cost of one request: a larger cost could never pass.
+func (p Policy) SmallestLimit() int {
+	m := MaxLimit
+	for _, r := range p.Rules {
+		m = min(m, r.Limit)
+	}
+	return m
+}
+
+// String gives the policy back in the form ParsePolicy reads.
+func (p Policy) String() string {
+	parts := make([]string, len(p.Rules))
+	for i, r := range p.Rules {
+		parts[i] = fmt.Sprintf("%d/%s", r.Limit, r.Window)
+	}
+	return p.Name + "=" + strings.Join(parts, ",")
+}
+
+var policyName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
+
+// ParsePolicy reads NAME=LIMIT/WINDOW[,LIMIT/WINDOW…], e.g. "login=5/1m,20/1h".
+// WINDOW is a Go duration of whole seconds from 1s to 7 days (168h); LIMIT is
+// 1 to 100,000; a window may appear once.
+func ParsePolicy(s string) (Policy, error) {
+	name, rules, ok := strings.Cut(strings.TrimSpace(s), "=")
+	if !ok {
+		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…], e.g. login=5/1m,20/1h", s)
+	}
+	name = strings.TrimSpace(name)
+	if !policyName.MatchString(name) {
+		return Policy{}, fmt.Errorf("policy %q: name %q must be 1-32 characters of a-z 0-9 _ -", s, name)
+	}
+	p := Policy{Name: name}
+	for part := range strings.SplitSeq(rules, ",") {
+		r, err := parseRule(strings.TrimSpace(part))
+		if err != nil {
+			return Policy{}, fmt.Errorf("policy %q: %w", name, err)
+		}
+		if slices.ContainsFunc(p.Rules, func(o Rule) bool { return o.Window == r.Window }) {
+			return Policy{}, fmt.Errorf("policy %q: window %s appears twice", name, r.Window)
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	slices.SortFunc(p.Rules, func(a, b Rule) int { return int(a.Window - b.Window) })
+	return p, nil
+}
+
+func parseRule(s string) (Rule, error) {
+	ls, ws, ok := strings.Cut(s, "/")
+	if !ok {
+		return Rule{}, fmt.Errorf("rule %q: want LIMIT/WINDOW, e.g. 5/1m", s)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(ls))
+	if err != nil || limit < 1 || limit > MaxLimit {
+		return Rule{}, fmt.Errorf("rule %q: limit must be a whole number from 1 to %d", s, MaxLimit)
+	}
+	w, err := time.ParseDuration(strings.TrimSpace(ws))
+	if err != nil {
+		return Rule{}, fmt.Errorf("rule %q: window must be a Go duration such as 10s, 1m or 24h", s)
+	}
+	if w < MinWindow || w > MaxWindow || w%time.Second != 0 {
+		return Rule{}, fmt.Errorf("rule %q: window must be whole seconds from 1s to 168h (7 days)", s)
+	}
+	return Rule{Limit: limit, Window: w}, nil
+}
+
+// ParsePolicies parses every spec and adds DefaultPolicies that are not
+// redefined. A malformed spec or a name defined twice is an error that names it.
+// The defaults come first, in their own order, then the rest as given.
+func ParsePolicies(specs []string) ([]Policy, error) {
+	var given []Policy
+	for _, s := range specs {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		p, err := ParsePolicy(s)
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(given, func(o Policy) bool { return o.Name == p.Name }) {
+			return nil, fmt.Errorf("policy %q is defined twice", p.Name)
+		}
+		given = append(given, p)
+	}
+	var out []Policy
+	for _, s := range DefaultPolicies {
+		d, _ := ParsePolicy(s)
+		if i := slices.IndexFunc(given, func(o Policy) bool { return o.Name == d.Name }); i >= 0 {
+			d = given[i]
+			given = slices.Delete(given, i, i+1)
+		}
+		out = append(out, d)
+	}
+	return append(out, given...), nil
+}
+
+// ErrInvalidKey is returned for a client key outside SPEC §3's alphabet or length.
+var ErrInvalidKey = errors.New("key must be 1-128 bytes of A-Z a-z 0-9 . _ : @ / + = -")
+
+// ValidateKey checks a client key. Braces are not in the alphabet, so a key
+// can never break the Redis Cluster hash tag around it.
+func ValidateKey(key string) error {
+	if len(key) == 0 || len(key) > MaxKeyLen {
+		return ErrInvalidKey
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("._:@/+=-", c) >= 0:
+		default:
+			return ErrInvalidKey
+		}
+	}
+	return nil
+}
+
+// RedisKey is where the log of key under policy lives:
+// rate_limit:{<key>}:<policy>. The braces are a hash tag, so every policy of
+// one client shares a cluster slot.
+func RedisKey(key, policy string) string {
+	return "rate_limit:{" + key + "}:" + policy
+}

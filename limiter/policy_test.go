@@ -1,0 +1,114 @@
+package limiter_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+func TestParsePolicy(t *testing.T) {
+	p, err := limiter.ParsePolicy("login=20/1h,5/1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "login" || len(p.Rules) != 2 ||
+		p.Rules[0] != (limiter.Rule{Limit: 5, Window: time.Minute}) ||
+		p.Rules[1] != (limiter.Rule{Limit: 20, Window: time.Hour}) {
+		t.Fatalf("got %+v (rules sorted by window)", p)
+	}
+	if p.Longest() != time.Hour || p.SmallestLimit() != 5 {
+		t.Fatalf("longest %v smallest %d", p.Longest(), p.SmallestLimit())
+	}
+	if back, err := limiter.ParsePolicy(p.String()); err != nil || back.String() != p.String() {
+		t.Fatalf("round trip %q: %v", p.String(), err)
+	}
+}
+
+func TestParsePolicyErrors(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"login", "want NAME=LIMIT/WINDOW"},
+		{"Login=5/1m", "name"},
+		{"=5/1m", "name"},
+		{strings.Repeat("a", 33) + "=5/1m", "name"},
+		{"login=5", "want LIMIT/WINDOW"},
+		{"login=0/1m", "limit"},
+		{"login=100001/1m", "limit"},
+		{"login=x/1m", "limit"},
+		{"login=5/1.5s", "whole seconds"},
+		{"login=5/500ms", "whole seconds"},
+		{"login=5/169h", "whole seconds"},
+		{"login=5/forever", "Go duration"},
+		{"login=5/1m,10/60s", "appears twice"},
+		{"login=5/1m,", "want LIMIT/WINDOW"},
+	} {
+		_, err := limiter.ParsePolicy(tc.in)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParsePolicy(%q) = %v, want an error containing %q", tc.in, err, tc.want)
+		}
+	}
+}
+
+func TestParsePolicies(t *testing.T) {
+	ps, err := limiter.ParsePolicies([]string{"login=5/1m", "demo=3/5s", ""})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, p.String())
+	}
+	want := "default=10/1m0s demo=3/5s login=5/1m0s"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("got %q, want %q", strings.Join(got, " "), want)
+	}
+	if _, err := limiter.ParsePolicies([]string{"a=1/1s", "a=2/2s"}); err == nil || !strings.Contains(err.Error(), `"a" is defined twice`) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if _, err := limiter.ParsePolicies([]string{"bad"}); err == nil || !strings.Contains(err.Error(), `"bad"`) {
+		t.Fatalf("malformed: %v", err)
+	}
+}
+
+func TestValidateKey(t *testing.T) {
+	for _, k := range []string{"a", "user:42", "ip/10.0.0.1", "a+b=c@d_e-f.g", strings.Repeat("z", 128)} {
+		if err := limiter.ValidateKey(k); err != nil {
+			t.Errorf("%q: %v", k, err)
+		}
+	}
+	for _, k := range []string{"", " ", "a b", "{x}", "a\n", "ü", strings.Repeat("z", 129), "a;b", "a%b"} {
+		if err := limiter.ValidateKey(k); err == nil {
+			t.Errorf("%q: accepted", k)
+		}
+	}
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range []string{"login=5/1m,20/1h", "demo=5/10s", "x=1/1s", "a=", "=", "a=1/0s", "a=99999999999999999999/1s"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := limiter.ParsePolicy(s)
+		if err != nil {
+			return
+		}
+		if len(p.Rules) == 0 || p.SmallestLimit() < 1 || p.Longest() > limiter.MaxWindow {
+			t.Fatalf("accepted %q as %+v", s, p)
+		}
+		if back, err := limiter.ParsePolicy(p.String()); err != nil || back.String() != p.String() {
+			t.Fatalf("round trip of %q: %v", s, err)
+		}
+	})
+}
+
+func FuzzValidateKey(f *testing.F) {
+	for _, s := range []string{"demo", "a b", "{x}", "user:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if limiter.ValidateKey(s) == nil && strings.ContainsAny(s, "{} \t\r\n") {
+			t.Fatalf("accepted %q", s)
+		}
+	})
+}
