@@ -1,0 +1,149 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// Defaults that run the demo with no configuration at all.
+const (
+	defaultAddr         = ":8080"
+	defaultCheckTimeout = 150 * time.Millisecond
+	defaultTickInterval = 100 * time.Millisecond
+	minTickInterval     = 10 * time.Millisecond
+)
+
+// Fail modes: what a check answers when Redis can't decide in time.
+const (
+	FailClosed = "closed"
+	FailOpen   = "open"
+)
+
+// Config is everything the server takes from flags and their environment twins.
+type Config struct {
+	Addr           string
+	RedisURL       string
+	RedisCluster   bool
+	Policies       []limiter.Policy
+	FailMode       string
+	CheckTimeout   time.Duration
+	AdminToken     string
+	APIToken       string
+	AllowedOrigins []string
+	TickInterval   time.Duration
+	LogFormat      string
+}
+
+// policyFlags collects repeated --policy flags.
+type policyFlags []string
+
+func (p *policyFlags) String() string { return strings.Join(*p, ";") }
+func (p *policyFlags) Set(s string) error {
+	*p = append(*p, s)
+	return nil
+}
+
+// parseConfig reads flags (args without the program name) over environment
+// defaults: a flag given wins over its twin.
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	var cfg Config
+	var errs []error
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	envDuration := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: not a duration such as 150ms", name, v))
+			return def
+		}
+		return d
+	}
+	envBool := func(name string) bool {
+		v := getenv(name)
+		if v == "" {
+			return false
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want true or false", name, v))
+		}
+		return b
+	}
+
+	fs := flag.NewFlagSet("ratescope", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	fs.StringVar(&cfg.Addr, "addr", env("RATESCOPE_ADDR", defaultAddr), "listen address (RATESCOPE_ADDR)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", env("REDIS_URL", ""), "redis:// or rediss:// URL; empty starts an embedded Redis (REDIS_URL)")
+	fs.BoolVar(&cfg.RedisCluster, "redis-cluster", envBool("RATESCOPE_REDIS_CLUSTER"), "treat --redis-url as a Redis Cluster (RATESCOPE_REDIS_CLUSTER)")
+	var policies policyFlags
+	fs.Var(&policies, "policy", "NAME=LIMIT/WINDOW[,LIMIT/WINDOW…], repeatable (RATESCOPE_POLICIES, ';'-separated)")
+	fs.StringVar(&cfg.FailMode, "fail-mode", env("RATESCOPE_FAIL_MODE", FailClosed), "closed or open: the answer when Redis fails (RATESCOPE_FAIL_MODE)")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", envDuration("RATESCOPE_CHECK_TIMEOUT", defaultCheckTimeout), "the longest a check waits for Redis (RATESCOPE_CHECK_TIMEOUT)")
+	fs.StringVar(&cfg.AdminToken, "admin-token", env("RATESCOPE_ADMIN_TOKEN", ""), "bearer token for resets of non-demo windows (RATESCOPE_ADMIN_TOKEN)")
+	fs.StringVar(&cfg.APIToken, "api-token", env("RATESCOPE_API_TOKEN", ""), "bearer token for non-demo checks, windows and streams (RATESCOPE_API_TOKEN)")
+	origins := fs.String("allowed-origins", env("RATESCOPE_ALLOWED_ORIGINS", ""), "comma-separated extra WebSocket origins (RATESCOPE_ALLOWED_ORIGINS)")
+	fs.DurationVar(&cfg.TickInterval, "tick-interval", envDuration("RATESCOPE_TICK_INTERVAL", defaultTickInterval), "how often viewers get the limiter's clock (RATESCOPE_TICK_INTERVAL)")
+	fs.StringVar(&cfg.LogFormat, "log-format", env("RATESCOPE_LOG_FORMAT", "text"), "text or json (RATESCOPE_LOG_FORMAT)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+
+	specs := []string(policies)
+	if len(specs) == 0 {
+		specs = strings.Split(getenv("RATESCOPE_POLICIES"), ";")
+	}
+	ps, err := limiter.ParsePolicies(specs)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.Policies = ps
+	for o := range strings.SplitSeq(*origins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
+		}
+	}
+	if cfg.FailMode != FailClosed && cfg.FailMode != FailOpen {
+		errs = append(errs, fmt.Errorf("--fail-mode %q: want closed or open", cfg.FailMode))
+	}
+	if cfg.CheckTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--check-timeout %s: must be positive", cfg.CheckTimeout))
+	}
+	if cfg.TickInterval < minTickInterval {
+		errs = append(errs, fmt.Errorf("--tick-interval %s: must be at least %s", cfg.TickInterval, minTickInterval))
+	}
+	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// policy finds a configured policy by name.
+func (c Config) policy(name string) (limiter.Policy, bool) {
+	for _, p := range c.Policies {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return limiter.Policy{}, false
+}

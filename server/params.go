@@ -1,0 +1,225 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// maxBody is the largest request body read; a larger one gets 413.
+const maxBody = 64 << 10
+
+// field describes one parameter a handler reads.
+type field struct {
+	name    string
+	integer bool // in a JSON body it must be a JSON integer
+}
+
+var (
+	fieldKey      = field{name: "key"}
+	fieldPolicy   = field{name: "policy"}
+	fieldCost     = field{name: "cost", integer: true}
+	fieldMode     = field{name: "mode"}
+	fieldRequests = field{name: "requests", integer: true}
+	fieldThinkMs  = field{name: "thinkMs", integer: true}
+)
+
+// params are the parameters of one request, from its query string and JSON
+// body, with the problems found so far per field.
+type params struct {
+	values map[string]string
+	errs   []fieldError
+}
+
+func (p *params) fail(field, format string, args ...any) {
+	p.errs = append(p.errs, fieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (p *params) failed(field string) bool {
+	for _, e := range p.errs {
+		if e.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+// problem is the 400 for what was found, or nil.
+func (p *params) problem() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	return badRequest(p.errs)
+}
+
+// readParams collects fields from the query string and, when there is one, a
+// JSON object body. A field given in both must have the same value; a field
+// repeated in the query is an error. Only a body over maxBody is an error by
+// itself (413); everything else is recorded per field.
+func readParams(c echo.Context, fields ...field) (*params, error) {
+	p := &params{values: map[string]string{}}
+	query, err := url.ParseQuery(c.Request().URL.RawQuery)
+	if err != nil {
+		p.fail("query", "the query string is malformed: %v", err)
+	}
+	for _, f := range fields {
+		switch vs := query[f.name]; len(vs) {
+		case 0:
+		case 1:
+			p.values[f.name] = vs[0]
+		default:
+			p.fail(f.name, "given %d times in the query; give it once", len(vs))
+		}
+	}
+	body, err := readBody(c.Request())
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return p, nil
+	}
+	obj, err := decodeObject(body)
+	if err != nil {
+		p.fail("body", "%v", err)
+		return p, nil
+	}
+	for _, f := range fields {
+		raw, ok := obj[f.name]
+		if !ok || p.failed(f.name) {
+			continue
+		}
+		v, err := bodyValue(f, raw)
+		if err != nil {
+			p.fail(f.name, "%v", err)
+			continue
+		}
+		if q, inQuery := p.values[f.name]; inQuery && q != v {
+			p.fail(f.name, "the query says %q but the body says %q; give one value", q, v)
+			continue
+		}
+		p.values[f.name] = v
+	}
+	return p, nil
+}
+
+func readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > maxBody {
+		return nil, tooLarge()
+	}
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, newProblem(http.StatusBadRequest, "failed to read the request body")
+	}
+	if len(b) > maxBody {
+		return nil, tooLarge()
+	}
+	return b, nil
+}
+
+func tooLarge() error {
+	return newProblem(http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", maxBody))
+}
+
+func decodeObject(body []byte) (map[string]json.RawMessage, error) {
+	var obj map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("the body must be one JSON object, e.g. {\"key\":\"user:42\"}")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("the body must be one JSON object with nothing after it")
+	}
+	return obj, nil
+}
+
+// bodyValue turns a JSON member into the string form a query would carry.
+func bodyValue(f field, raw json.RawMessage) (string, error) {
+	if f.integer {
+		s := string(bytes.TrimSpace(raw))
+		if !isInteger(s) {
+			return "", fmt.Errorf("must be a JSON integer, not %s", truncate(s, 40))
+		}
+		return s, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", fmt.Errorf("must be a JSON string")
+	}
+	return s, nil
+}
+
+func isInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// key validates the required client key.
+func (p *params) key() string {
+	k, ok := p.values["key"]
+	switch {
+	case p.failed("key"):
+	case !ok:
+		p.fail("key", "is required")
+	case limiter.ValidateKey(k) != nil:
+		p.fail("key", "%q is not a valid key: use 1-128 bytes of A-Z a-z 0-9 . _ : @ / + = - (in a query, send + as %%2B)", truncate(k, 140))
+	}
+	return k
+}
+
+// policy finds the named policy, "default" when none is named.
+func (p *params) policy(cfg Config) limiter.Policy {
+	name, ok := p.values["policy"]
+	if !ok {
+		name = "default"
+	}
+	pol, found := cfg.policy(name)
+	if !found && !p.failed("policy") {
+		p.fail("policy", "unknown policy %q; GET /api/v1/policies lists them", truncate(name, 40))
+	}
+	return pol
+}
+
+// integer reads an optional whole number in [lo, hi].
+func (p *params) integer(name string, def, lo, hi int) int {
+	s, ok := p.values[name]
+	if !ok || p.failed(name) {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil && !isInteger(s) {
+		p.fail(name, "must be a whole number, not %q", truncate(s, 40))
+		return def
+	}
+	if err != nil || n < lo || n > hi {
+		p.fail(name, "must be from %d to %d", lo, hi)
+		return def
+	}
+	return n
+}

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/embedredis"
+)
+
+// dialTimeout bounds connecting to Redis; checks are bounded by their context.
+const dialTimeout = time.Second
+
+// connectRedis builds the client SPEC §1 describes: the embedded Redis when no
+// URL is given, a cluster client when the URL carries addr= parameters or
+// --redis-cluster is set, else a single-node client. It does not wait for
+// Redis: an unreachable Redis is reported by /readyz and the fail mode.
+func connectRedis(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	quietRedisLogs.Do(func() { redis.SetLogger(redisLogger{}) })
+	closeEmbedded := func() {}
+	rawURL := cfg.RedisURL
+	if rawURL == "" {
+		emb, err := embedredis.Start()
+		if err != nil {
+			return nil, nil, err
+		}
+		closeEmbedded = emb.Close
+		rawURL = emb.URL()
+		log.Info("using the embedded in-process Redis (miniredis) on "+emb.Addr()+": fine for the demo, not for production; set REDIS_URL=redis://host:6379/0 or --redis-url to use a real Redis",
+			"redis", "embedded")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		closeEmbedded()
+		return nil, nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
+	}
+	var rdb redis.UniversalClient
+	if cfg.RedisCluster || u.Query().Has("addr") {
+		opt, err := redis.ParseClusterURL(rawURL)
+		if err != nil {
+			closeEmbedded()
+			return nil, nil, fmt.Errorf("failed to parse the Redis Cluster URL: %w", err)
+		}
+		// No retries: a retried script may have run already and would record twice.
+		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialTimeout = true, -1, dialTimeout
+		rdb = redis.NewClusterClient(opt)
+		log.Info("using a Redis Cluster", "redis", "cluster", "seeds", opt.Addrs)
+	} else {
+		opt, err := redis.ParseURL(rawURL)
+		if err != nil {
+			closeEmbedded()
+			return nil, nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
+		}
+		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialTimeout = true, -1, dialTimeout
+		rdb = redis.NewClient(opt)
+		if cfg.RedisURL != "" {
+			log.Info("using Redis", "redis", "standalone", "addr", opt.Addr)
+		}
+	}
+	return rdb, func() { _ = rdb.Close(); closeEmbedded() }, nil
+}
+
+// quietRedisLogs: go-redis logs pool dial failures by itself to stderr; the
+// server reports Redis failures through its own logs, metrics and /readyz,
+// so those lines go to the default slog logger at debug level instead.
+var quietRedisLogs sync.Once
+
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}

@@ -1,0 +1,19 @@
+package server
+
+import (
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// routes is the whole HTTP surface in one place.
+func routes(e *echo.Echo, a *app) {
+	api := e.Group("/api/v1")
+	api.POST("/check", handleCheck(a))
+	api.GET("/window", handleWindow(a))
+	api.DELETE("/window", handleReset(a))
+	api.GET("/policies", handlePolicies(a))
+
+	e.GET("/healthz", handleHealthz())
+	e.GET("/readyz", handleReadyz(a))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})))
+}

@@ -1,0 +1,196 @@
+// Package server wires ratescope together: configuration, Redis, the limiter,
+// the HTTP API, the live WebSocket stream and the page.
+package server
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// Server timeouts: slow clients must not pin connections.
+const (
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 15 * time.Second
+	idleTimeout       = 120 * time.Second
+	shutdownTimeout   = 10 * time.Second
+)
+
+// Run is the whole program: main calls it with the process's arguments
+// (args[0] is the program name), environment and stdout, and tests call it the
+// same way on :0. It returns when ctx is cancelled or SIGINT/SIGTERM arrives,
+// after a graceful shutdown.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if len(args) > 1 && args[1] == "healthcheck" {
+		return healthcheck(ctx, args[2:], getenv)
+	}
+	cfg, err := parseConfig(args[1:], getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.LogFormat, stdout)
+
+	rdb, closeRedis, err := connectRedis(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+
+	a := &app{
+		cfg:      cfg,
+		lim:      limiter.New(rdb),
+		rdb:      rdb,
+		log:      log,
+		metrics:  newMetrics(),
+		instance: uuid.NewString()[:8],
+	}
+	e := newEcho(a)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	policies := make([]string, len(cfg.Policies))
+	for i, p := range cfg.Policies {
+		policies[i] = p.String()
+	}
+	log.Info("ratescope listening", "addr", ln.Addr().String(), "url", "http://"+displayAddr(ln.Addr()),
+		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
+		"policies", strings.Join(policies, ";"))
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("failed to serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("failed to shut down gracefully: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func newLogger(format string, w io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil))
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// displayAddr turns a wildcard listen address into one a browser can open.
+func displayAddr(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok || tcp.IP.IsUnspecified() {
+		return fmt.Sprintf("localhost:%d", tcp.Port)
+	}
+	return tcp.String()
+}
+
+func newEcho(a *app) *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = errorHandler(a.log)
+	e.Use(middleware.Recover())
+	e.Use(securityHeaders)
+	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
+		Skipper: func(c echo.Context) bool {
+			switch c.Path() {
+			case "/healthz", "/readyz", "/metrics", "/static/*":
+				return true
+			}
+			return false
+		},
+		LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true, LogRemoteIP: true,
+		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
+			a.log.Info("request", "method", v.Method, "path", v.URIPath, "status", v.Status,
+				"latency_ms", float64(v.Latency.Microseconds())/1000, "remote", v.RemoteIP)
+			return nil
+		},
+	}))
+	routes(e, a)
+	return e
+}
+
+// securityHeaders sets the usual hardening headers on every response. The
+// page needs no inline script or style, so the policy allows none.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		return next(c)
+	}
+}
+
+// healthcheck probes /healthz of a server on this machine: the compose
+// healthcheck of the distroless image, which has no shell or curl.
+func healthcheck(ctx context.Context, args []string, getenv func(string) string) error {
+	addr := getenv("RATESCOPE_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	fs.StringVar(&addr, "addr", addr, "the server's listen address")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("failed to read address %q: %w", addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("failed to reach /healthz: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %s", resp.Status)
+	}
+	return nil
+}

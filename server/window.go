@@ -1,0 +1,152 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+type entryJSON struct {
+	ID string `json:"id"`
+	Ms int64  `json:"ms"`
+}
+
+// snapshotJSON is a window without consuming it: the body of GET
+// /api/v1/window and, with Type "snapshot", the WebSocket message.
+type snapshotJSON struct {
+	Type      string      `json:"type,omitempty"`
+	Key       string      `json:"key"`
+	Policy    string      `json:"policy"`
+	Entries   []entryJSON `json:"entries"`
+	Truncated bool        `json:"truncated"`
+	Count     int         `json:"count"`
+	Limit     int         `json:"limit"`
+	WindowMs  int64       `json:"windowMs"`
+	NowMs     int64       `json:"nowMs"`
+	Rules     []ruleJSON  `json:"rules"`
+}
+
+func toSnapshotJSON(w limiter.Window) snapshotJSON {
+	out := snapshotJSON{
+		Key: w.Key, Policy: w.Policy, Entries: make([]entryJSON, len(w.Entries)),
+		Truncated: w.Truncated, Count: w.Count, Limit: w.Limit, WindowMs: w.WindowMs, NowMs: w.NowMs,
+		Rules: make([]ruleJSON, len(w.Rules)),
+	}
+	for i, e := range w.Entries {
+		out.Entries[i] = entryJSON{ID: e.ID, Ms: e.Ms}
+	}
+	for i, r := range w.Rules {
+		out.Rules[i] = ruleJSON{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
+	}
+	return out
+}
+
+// windowParams reads and checks key and policy of a window request.
+func windowParams(c echo.Context, a *app, admin bool) (string, limiter.Policy, error) {
+	p, err := readParams(c, fieldKey, fieldPolicy)
+	if err != nil {
+		return "", limiter.Policy{}, err
+	}
+	key := p.key()
+	pol := p.policy(a.cfg)
+	if err := p.problem(); err != nil {
+		return "", limiter.Policy{}, err
+	}
+	if err := a.authorize(c, pol.Name, admin); err != nil {
+		return "", limiter.Policy{}, err
+	}
+	return key, pol, nil
+}
+
+// handleWindow answers GET /api/v1/window: the current window, consuming nothing.
+func handleWindow(a *app) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, pol, err := windowParams(c, a, false)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
+		defer cancel()
+		w, err := a.lim.Window(ctx, key, pol)
+		if err != nil {
+			a.metrics.redisErrors.WithLabelValues("window").Inc()
+			return unavailable("failed to read the window from Redis; try again shortly")
+		}
+		return c.JSON(http.StatusOK, toSnapshotJSON(w))
+	}
+}
+
+// handleReset answers DELETE /api/v1/window: the client starts afresh.
+func handleReset(a *app) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, pol, err := windowParams(c, a, true)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
+		defer cancel()
+		if err := a.lim.Reset(ctx, key, pol); err != nil {
+			a.metrics.redisErrors.WithLabelValues("reset").Inc()
+			return unavailable("failed to reset the window in Redis; try again shortly")
+		}
+		a.log.Info("window reset", "key", key, "policy", pol.Name)
+		a.observeReset(key, pol)
+		return c.NoContent(http.StatusNoContent)
+	}
+}
+
+type policyJSON struct {
+	Name  string           `json:"name"`
+	Rules []policyRuleJSON `json:"rules"`
+}
+
+type policyRuleJSON struct {
+	Limit    int   `json:"limit"`
+	WindowMs int64 `json:"windowMs"`
+}
+
+// handlePolicies lists the configured policies: GET /api/v1/policies.
+func handlePolicies(a *app) echo.HandlerFunc {
+	out := struct {
+		Policies []policyJSON `json:"policies"`
+	}{}
+	for _, p := range a.cfg.Policies {
+		pj := policyJSON{Name: p.Name}
+		for _, r := range p.Rules {
+			pj.Rules = append(pj.Rules, policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs()})
+		}
+		out.Policies = append(out.Policies, pj)
+	}
+	return func(c echo.Context) error { return c.JSON(http.StatusOK, out) }
+}
+
+// handleHealthz says the process is up.
+func handleHealthz() echo.HandlerFunc {
+	return func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+// handleReadyz says whether a check would be decided: in fail-closed mode
+// that needs Redis; in fail-open mode every check gets an answer anyway.
+func handleReadyz(a *app) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
+		defer cancel()
+		redisState := "up"
+		if err := a.rdb.Ping(ctx).Err(); err != nil {
+			redisState = "down"
+		}
+		if redisState == "down" && a.cfg.FailMode == FailClosed {
+			p := unavailable("Redis is unreachable and the fail mode is closed")
+			return writeProblem(c, p.Status, struct {
+				*problem
+				Redis string `json:"redis"`
+			}{p, redisState}, p.header)
+		}
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "redis": redisState, "failMode": a.cfg.FailMode})
+	}
+}
