@@ -17,6 +17,7 @@ type app struct {
 	log      *slog.Logger
 	metrics  *metrics
 	instance string
+	live     *live
 }
 
 // observeDecision counts a decision; live viewers hear of it too.
@@ -26,7 +27,8 @@ func (a *app) observeDecision(d limiter.Decision) {
 		outcome = "denied"
 	}
 	a.metrics.decisions.WithLabelValues(d.Policy, outcome).Inc()
+	a.live.decision(d)
 }
 
 // observeReset tells live viewers a window was reset.
-func (a *app) observeReset(key string, p limiter.Policy) {}
+func (a *app) observeReset(key string, p limiter.Policy) { a.live.reset(key, p.Name) }

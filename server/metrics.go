@@ -13,6 +13,11 @@ type metrics struct {
 	failOpen      *prometheus.CounterVec
 	checkDuration prometheus.Histogram
 	redisErrors   *prometheus.CounterVec
+
+	viewers          prometheus.Gauge
+	wsDropped        prometheus.Counter
+	pubsubDropped    prometheus.Counter
+	pubsubReconnects prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -35,8 +40,25 @@ func newMetrics() *metrics {
 			Name: "ratescope_redis_errors_total",
 			Help: "Redis calls that failed or timed out, by operation.",
 		}, []string{"op"}),
+		viewers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratescope_ws_viewers",
+			Help: "WebSocket connections watching a window on this instance.",
+		}),
+		wsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratescope_ws_dropped_slow_total",
+			Help: "Viewers disconnected because they fell behind.",
+		}),
+		pubsubDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratescope_pubsub_dropped_total",
+			Help: "Events not sent to other instances because the publish queue was full.",
+		}),
+		pubsubReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratescope_pubsub_reconnects_total",
+			Help: "Times the Redis Pub/Sub subscription was started over.",
+		}),
 	}
 	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.redisErrors,
+		m.viewers, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -13,6 +13,10 @@ func routes(e *echo.Echo, a *app) {
 	api.DELETE("/window", handleReset(a))
 	api.GET("/policies", handlePolicies(a))
 
+	e.GET("/", handlePage(a))
+	e.GET("/static/*", handleStatic())
+	e.GET("/ws", handleWS(a, a.live))
+
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(a))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})))

@@ -65,6 +65,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		metrics:  newMetrics(),
 		instance: uuid.NewString()[:8],
 	}
+	a.live = newLive(a)
 	e := newEcho(a)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -86,17 +87,24 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
 		"policies", strings.Join(policies, ";"))
 
+	liveDone := make(chan struct{})
+	go func() { a.live.run(); close(liveDone) }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	select {
 	case err := <-serveErr:
+		a.live.stop()
+		<-liveDone
 		return fmt.Errorf("failed to serve: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
+	// Viewers get a 1001 close; in-flight checks finish; then the live loops stop.
+	a.live.shutdown(sctx)
+	<-liveDone
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("failed to shut down gracefully: %w", err)
 	}

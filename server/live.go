@@ -1,0 +1,439 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/hub"
+)
+
+// Timings of the live view (SPEC §4).
+const (
+	eventsChannel      = "ratescope:events" // classic Pub/Sub: works standalone, on a cluster and embedded
+	snapshotCoalesce   = 50 * time.Millisecond
+	snapshotEvery      = time.Second
+	presenceEvery      = time.Second
+	presenceTTL        = 3 * presenceEvery // an instance that stops announcing is forgotten
+	publishQueue       = 4096
+	resubscribeBackoff = time.Second
+)
+
+// live feeds the viewers of this instance: the clock, snapshots, and the
+// events of every instance, which travel through Redis Pub/Sub. It knows
+// nothing of WebSockets: it publishes encoded messages into the hub.
+type live struct {
+	a   *app
+	hub *hub.Hub
+
+	ctx   context.Context // ends at shutdown: viewers get 1001
+	stop  context.CancelFunc
+	conns sync.WaitGroup // open viewer connections
+
+	redisUp atomic.Bool
+	status  atomic.Pointer[[]byte] // the current status message
+	lastNow atomic.Pointer[clockReading]
+
+	mu          sync.Mutex
+	remote      map[string]map[string]presence // topic -> instance -> count
+	lastViewers map[string]int                 // topic -> total last announced
+	dirty       map[string]struct{}            // topics whose snapshot is stale
+	presenceDue bool
+
+	outbox chan []byte // envelopes for Redis, published in order by one goroutine
+}
+
+type presence struct {
+	count   int
+	expires time.Time
+}
+
+type clockReading struct {
+	redisMs int64
+	at      time.Time
+}
+
+func newLive(a *app) *live {
+	l := &live{
+		a:           a,
+		remote:      map[string]map[string]presence{},
+		lastViewers: map[string]int{},
+		dirty:       map[string]struct{}{},
+		outbox:      make(chan []byte, publishQueue),
+	}
+	l.hub = hub.New(hub.WithOnChange(l.localViewersChanged))
+	l.ctx, l.stop = context.WithCancel(context.Background())
+	l.setStatus(true)
+	return l
+}
+
+// shutdown closes every viewer with 1001 and waits for them, up to ctx.
+func (l *live) shutdown(ctx context.Context) {
+	l.stop()
+	done := make(chan struct{})
+	go func() { l.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+func topicOf(key, policy string) string { return policy + "|" + key }
+
+func splitTopic(topic string) (key, policy string) {
+	policy, key, _ = strings.Cut(topic, "|")
+	return key, policy
+}
+
+// run drives the clock, snapshots, presence and the Pub/Sub bridge until
+// shutdown, then drops every viewer.
+func (l *live) run() {
+	ctx := l.ctx
+	var wg sync.WaitGroup
+	wg.Go(func() { l.tickLoop(ctx) })
+	wg.Go(func() { l.snapshotLoop(ctx) })
+	wg.Go(func() { l.presenceLoop(ctx) })
+	wg.Go(func() { l.publishLoop(ctx) })
+	wg.Go(func() { l.subscribeLoop(ctx) })
+	wg.Wait()
+	l.hub.Close()
+}
+
+// nowMs estimates Redis's clock from the last tick: for events such as resets
+// that carry a time but need no Redis round trip of their own.
+func (l *live) nowMs() int64 {
+	r := l.lastNow.Load()
+	if r == nil {
+		return time.Now().UnixMilli()
+	}
+	return r.redisMs + time.Since(r.at).Milliseconds()
+}
+
+func (l *live) setStatus(up bool) {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	msg := encode(statusMsg{Type: "status", Redis: state})
+	l.status.Store(&msg)
+	if l.redisUp.Swap(up) != up {
+		l.a.log.Warn("redis status changed", "redis", state)
+		l.hub.Broadcast(msg)
+	}
+}
+
+// tickLoop reads Redis's clock once per tick for all viewers of this instance;
+// a failed read is what marks Redis down for them.
+func (l *live) tickLoop(ctx context.Context) {
+	t := time.NewTicker(l.a.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		tctx, cancel := context.WithTimeout(ctx, l.a.cfg.CheckTimeout)
+		now, err := l.a.rdb.Time(tctx).Result()
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			l.setStatus(false)
+			continue
+		}
+		l.setStatus(true)
+		ms := now.UnixMilli()
+		l.lastNow.Store(&clockReading{redisMs: ms, at: time.Now()})
+		if l.hub.Total() > 0 {
+			l.hub.Broadcast(encode(tickMsg{Type: "tick", NowMs: ms}))
+		}
+	}
+}
+
+// snapshotLoop sends each watched window's snapshot after changes (at most one
+// per snapshotCoalesce) and every snapshotEvery.
+func (l *live) snapshotLoop(ctx context.Context) {
+	t := time.NewTicker(snapshotCoalesce)
+	defer t.Stop()
+	lastFull := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		due := l.dirty
+		l.dirty = map[string]struct{}{}
+		l.mu.Unlock()
+		if time.Since(lastFull) >= snapshotEvery {
+			lastFull = time.Now()
+			for _, topic := range l.hub.Topics() {
+				due[topic] = struct{}{}
+			}
+		}
+		for topic := range due {
+			if l.hub.Count(topic) == 0 {
+				continue
+			}
+			if msg, ok := l.snapshot(ctx, topic); ok {
+				l.hub.Publish(topic, msg)
+			}
+		}
+	}
+}
+
+// snapshot reads one window as a snapshot message.
+func (l *live) snapshot(ctx context.Context, topic string) ([]byte, bool) {
+	key, name := splitTopic(topic)
+	p, ok := l.a.cfg.policy(name)
+	if !ok {
+		return nil, false
+	}
+	sctx, cancel := context.WithTimeout(ctx, l.a.cfg.CheckTimeout)
+	defer cancel()
+	w, err := l.a.lim.Window(sctx, key, p)
+	if err != nil {
+		return nil, false
+	}
+	s := toSnapshotJSON(w)
+	s.Type = "snapshot"
+	return encode(s), true
+}
+
+func (l *live) markDirty(topic string) {
+	l.mu.Lock()
+	l.dirty[topic] = struct{}{}
+	l.mu.Unlock()
+}
+
+// watchedElsewhere reports whether another instance has viewers of topic.
+func (l *live) watchedElsewhere(topic string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for _, p := range l.remote[topic] {
+		if p.count > 0 && now.Before(p.expires) {
+			return true
+		}
+	}
+	return false
+}
+
+// event delivers one of this instance's events (a decision, reset or race) to
+// its own viewers and, when others watch the window, to other instances. A
+// window nobody watches costs two map lookups.
+func (l *live) event(kind, key, policy string, msg any) {
+	topic := topicOf(key, policy)
+	local := l.hub.Count(topic) > 0
+	elsewhere := l.watchedElsewhere(topic)
+	if !local && !elsewhere {
+		return
+	}
+	b := encode(msg)
+	if local {
+		l.hub.Publish(topic, b)
+		l.markDirty(topic)
+	}
+	if elsewhere {
+		l.send(envelope{Origin: l.a.instance, Kind: kind, Topic: topic, Msg: b})
+	}
+}
+
+func (l *live) decision(d limiter.Decision) {
+	l.event("decision", d.Key, d.Policy, newDecisionMsg(d, l.a.instance))
+}
+
+func (l *live) reset(key, policy string) {
+	l.event("reset", key, policy, resetMsg{Type: "reset", Key: key, Policy: policy, NowMs: l.nowMs()})
+}
+
+// send queues an envelope for Redis; when the queue is full the event is
+// dropped (viewers still converge through snapshots) rather than slowing checks.
+func (l *live) send(e envelope) {
+	select {
+	case l.outbox <- encode(e):
+	default:
+		l.a.metrics.pubsubDropped.Inc()
+	}
+}
+
+func (l *live) publishLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-l.outbox:
+			pctx, cancel := context.WithTimeout(ctx, l.a.cfg.CheckTimeout)
+			if err := l.a.rdb.Publish(pctx, eventsChannel, b).Err(); err != nil && ctx.Err() == nil {
+				l.a.metrics.redisErrors.WithLabelValues("publish").Inc()
+			}
+			cancel()
+		}
+	}
+}
+
+// subscribeLoop receives other instances' events. go-redis reconnects and
+// resubscribes a PubSub by itself; this loop also starts over should the
+// subscription end.
+func (l *live) subscribeLoop(ctx context.Context) {
+	for ctx.Err() == nil {
+		ps := l.a.rdb.Subscribe(ctx, eventsChannel)
+		ch := ps.Channel(redis.WithChannelHealthCheckInterval(time.Second))
+	recv:
+		for {
+			select {
+			case <-ctx.Done():
+				break recv
+			case m, ok := <-ch:
+				if !ok {
+					break recv
+				}
+				l.receive([]byte(m.Payload))
+			}
+		}
+		_ = ps.Close()
+		if ctx.Err() == nil {
+			l.a.metrics.pubsubReconnects.Inc()
+			select {
+			case <-ctx.Done():
+			case <-time.After(resubscribeBackoff):
+			}
+		}
+	}
+}
+
+func (l *live) receive(payload []byte) {
+	var e envelope
+	if err := json.Unmarshal(payload, &e); err != nil || e.Origin == l.a.instance {
+		return
+	}
+	switch e.Kind {
+	case "presence":
+		l.remotePresence(e.Origin, e.Viewers)
+	case "decision", "reset", "race":
+		if l.hub.Count(e.Topic) > 0 {
+			l.hub.Publish(e.Topic, e.Msg)
+			l.markDirty(e.Topic)
+		}
+	}
+}
+
+// Viewer counts across instances: every instance announces its own counts on
+// change and every presenceEvery; counts not renewed within presenceTTL are
+// forgotten, so the total stays right when an instance dies.
+
+func (l *live) localViewersChanged(topic string, _ int) {
+	l.a.metrics.viewers.Set(float64(l.hub.Total()))
+	l.mu.Lock()
+	l.presenceDue = true
+	l.mu.Unlock()
+	l.announceViewers(topic)
+}
+
+func (l *live) remotePresence(instance string, counts map[string]int) {
+	expires := time.Now().Add(presenceTTL)
+	var touched []string
+	l.mu.Lock()
+	for topic, byInstance := range l.remote {
+		if _, ok := counts[topic]; !ok {
+			if _, had := byInstance[instance]; had {
+				delete(byInstance, instance)
+				touched = append(touched, topic)
+			}
+		}
+	}
+	for topic, n := range counts {
+		if l.remote[topic] == nil {
+			l.remote[topic] = map[string]presence{}
+		}
+		l.remote[topic][instance] = presence{count: n, expires: expires}
+		touched = append(touched, topic)
+	}
+	l.mu.Unlock()
+	for _, topic := range touched {
+		l.announceViewers(topic)
+	}
+}
+
+// announceViewers sends topic's total viewer count to local viewers when it
+// changed.
+func (l *live) announceViewers(topic string) {
+	local := l.hub.Count(topic)
+	l.mu.Lock()
+	total := local
+	now := time.Now()
+	for inst, p := range l.remote[topic] {
+		if now.After(p.expires) {
+			delete(l.remote[topic], inst)
+			continue
+		}
+		total += p.count
+	}
+	if len(l.remote[topic]) == 0 {
+		delete(l.remote, topic)
+	}
+	changed := l.lastViewers[topic] != total
+	if total == 0 {
+		delete(l.lastViewers, topic)
+	} else {
+		l.lastViewers[topic] = total
+	}
+	l.mu.Unlock()
+	if changed && local > 0 {
+		l.hub.Publish(topic, encode(viewersMsg{Type: "viewers", Count: total}))
+	}
+}
+
+// viewers returns topic's current total, for a new viewer's first message.
+func (l *live) viewers(topic string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastViewers[topic]
+}
+
+func (l *live) presenceLoop(ctx context.Context) {
+	t := time.NewTicker(snapshotCoalesce)
+	defer t.Stop()
+	last := time.Now()
+	quiet := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		due := l.presenceDue || time.Since(last) >= presenceEvery
+		l.presenceDue = false
+		var remoteTopics []string
+		for topic := range l.remote {
+			remoteTopics = append(remoteTopics, topic)
+		}
+		l.mu.Unlock()
+		if !due {
+			continue
+		}
+		last = time.Now()
+		counts := map[string]int{}
+		for _, topic := range l.hub.Topics() {
+			counts[topic] = l.hub.Count(topic)
+		}
+		// An instance without viewers stays silent after saying so once.
+		if len(counts) > 0 || !quiet {
+			l.send(envelope{Origin: l.a.instance, Kind: "presence", Viewers: counts})
+		}
+		quiet = len(counts) == 0
+		for _, topic := range remoteTopics { // let expired instances fall out
+			l.announceViewers(topic)
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/static"
+	"github.com/ratescope/ratescope/views"
+)
+
+// handlePage renders the visualizer for ?key=&policy= (default demo/demo).
+func handlePage(a *app) echo.HandlerFunc {
+	policies := make([]views.Policy, len(a.cfg.Policies))
+	for i, p := range a.cfg.Policies {
+		policies[i] = views.Policy{Name: p.Name}
+		for _, r := range p.Rules {
+			policies[i].Rules = append(policies[i].Rules, views.Rule{
+				Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, shortDuration(r.Window)),
+			})
+		}
+	}
+	return func(c echo.Context) error {
+		p, err := readParams(c, fieldKey, fieldPolicy)
+		if err != nil {
+			return err
+		}
+		if _, ok := p.values["key"]; !ok {
+			p.values["key"] = "demo"
+		}
+		if _, ok := p.values["policy"]; !ok {
+			p.values["policy"] = sandboxPolicy
+		}
+		key := p.key()
+		pol := p.policy(a.cfg)
+		if err := p.problem(); err != nil {
+			return err
+		}
+		page := views.Page{
+			Key: key, Policy: pol.Name, Policies: policies,
+			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
+		}
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+		c.Response().Header().Set("Cache-Control", "no-store")
+		c.Response().WriteHeader(http.StatusOK)
+		return views.IndexPage(page).Render(c.Request().Context(), c.Response())
+	}
+}
+
+// shortDuration prints 10s, 1m, 1h rather than Go's 1m0s.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	default:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+}
+
+// handleStatic serves the embedded JS, CSS and icon. URLs carry ?v=<instance>,
+// so they may be cached for a day.
+func handleStatic() echo.HandlerFunc {
+	files := http.StripPrefix("/static/", http.FileServer(http.FS(static.FS)))
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+		files.ServeHTTP(c.Response(), c.Request())
+		return nil
+	}
+}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/hub"
+)
+
+// Limits of one viewer connection.
+const (
+	wsWriteTimeout = 5 * time.Second
+	wsPingInterval = 20 * time.Second
+	wsReadLimit    = 1024 // the stream is server to client; a client sends only control frames
+)
+
+// handleWS streams one window to a viewer: GET /ws?key=&policy=.
+func handleWS(a *app, l *live) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		key, pol, err := windowParams(c, a, false)
+		if err != nil {
+			return err
+		}
+		if !originAllowed(c.Request(), a.cfg.AllowedOrigins) {
+			return newProblem(http.StatusForbidden, "origin "+truncate(c.Request().Header.Get("Origin"), 100)+" may not open this stream; see --allowed-origins")
+		}
+		conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{
+			InsecureSkipVerify: true, // the origin was checked above, with a problem document on failure
+		})
+		if err != nil {
+			return nil // Accept has answered the client
+		}
+		defer conn.CloseNow()
+		conn.SetReadLimit(wsReadLimit)
+		l.conns.Add(1)
+		defer l.conns.Done()
+		l.serve(conn, key, pol)
+		return nil
+	}
+}
+
+// serve writes the stream until the viewer leaves, falls behind, stops
+// answering pings, or the server shuts down.
+func (l *live) serve(conn *websocket.Conn, key string, pol limiter.Policy) {
+	ctx := readControl(conn)
+	topic := topicOf(key, pol.Name)
+	sub := l.hub.Subscribe(topic)
+	defer sub.Close()
+
+	// A viewer dropped by the hub must not keep its write blocked for the
+	// full write timeout: its writes end as soon as it is dropped.
+	wbase, cancelWrites := context.WithCancel(ctx)
+	defer cancelWrites()
+	go func() {
+		select {
+		case <-sub.Done():
+			if errors.Is(sub.Err(), hub.ErrSlow) {
+				cancelWrites()
+			}
+		case <-wbase.Done():
+		}
+	}()
+	write := func(msg []byte) error {
+		wctx, cancel := context.WithTimeout(wbase, wsWriteTimeout)
+		defer cancel()
+		return conn.Write(wctx, websocket.MessageText, msg)
+	}
+	fellBehind := func() {
+		l.a.metrics.wsDropped.Inc()
+		l.a.log.Warn("dropped a viewer that fell behind", "key", key, "policy", pol.Name)
+		_ = conn.Close(websocket.StatusTryAgainLater, "fell behind")
+	}
+
+	first := [][]byte{
+		encode(newHelloMsg(l.a.instance, key, pol, l.a.cfg.TickInterval.Milliseconds())),
+		*l.status.Load(),
+	}
+	if snap, ok := l.snapshot(ctx, topic); ok {
+		first = append(first, snap)
+	}
+	for _, m := range first {
+		if write(m) != nil {
+			return
+		}
+	}
+
+	ping := time.NewTicker(wsPingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case m := <-sub.C():
+			if write(m) != nil {
+				if errors.Is(sub.Err(), hub.ErrSlow) {
+					fellBehind()
+				}
+				return
+			}
+		case <-sub.Done():
+			if errors.Is(sub.Err(), hub.ErrSlow) {
+				fellBehind()
+				return
+			}
+			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+			return
+		case <-ping.C:
+			pctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return
+			}
+		case <-l.ctx.Done():
+			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// readControl reads what a viewer sends: control frames (pongs, close) are
+// handled by the library, and a data frame closes the stream with 1008. The
+// returned context ends when the connection does (not at shutdown, so a 1001
+// can still be sent). Unlike conn.CloseRead it drains the data frame first:
+// CloseRead keeps the read lock and delays its close handshake by 5 s.
+func readControl(conn *websocket.Conn) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		defer cancel()
+		_, r, err := conn.Reader(ctx)
+		if err != nil {
+			return
+		}
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return
+		}
+		_ = conn.Close(websocket.StatusPolicyViolation, "this stream is server to client only")
+	}()
+	return ctx
+}
+
+// originAllowed admits requests without an Origin (not from a browser), from
+// the request's own host, or from --allowed-origins (a full origin such as
+// https://app.example.com, a host, or a host pattern such as *.example.com).
+func originAllowed(r *http.Request, allowed []string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, a := range allowed {
+		if strings.EqualFold(a, origin) || strings.EqualFold(a, u.Host) {
+			return true
+		}
+		if ok, _ := path.Match(strings.ToLower(a), strings.ToLower(u.Host)); ok {
+			return true
+		}
+	}
+	return false
+}

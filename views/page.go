@@ -1,0 +1,97 @@
+// Package views renders the visualizer page. It takes plain view models, never
+// domain types, so the server decides what a learner sees and the templates
+// stay free of limiter or Redis details.
+package views
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// Rule is one (limit, window) pair of a policy, e.g. {5, 10000, "5 per 10s"}.
+type Rule struct {
+	Limit    int    `json:"limit"`
+	WindowMs int64  `json:"windowMs"`
+	Label    string `json:"label"`
+}
+
+// Policy is a named set of rules offered in the policy picker.
+type Policy struct {
+	Name  string `json:"name"`
+	Rules []Rule `json:"rules"`
+}
+
+// Page is everything IndexPage needs. Key and Policy name the window shown
+// first (the server defaults them to demo/demo); the page's script then
+// follows the WebSocket stream of that window.
+type Page struct {
+	Key          string
+	Policy       string
+	Policies     []Policy
+	TickMs       int64  // server tick interval, so the script can spot a silent socket
+	Instance     string // id of the instance that rendered the page
+	AssetVersion string // appended as ?v= to static URLs so deploys bust caches
+}
+
+// asset returns the URL of a static file with the cache-busting version.
+func (p Page) asset(name string) string {
+	u := "/static/" + name
+	if p.AssetVersion != "" {
+		u += "?v=" + p.AssetVersion
+	}
+	return u
+}
+
+// selected returns the preselected policy, or false when it is not offered.
+func (p Page) selected() (Policy, bool) {
+	for _, pol := range p.Policies {
+		if pol.Name == p.Policy {
+			return pol, true
+		}
+	}
+	return Policy{}, false
+}
+
+// minLimit is the smallest limit of the preselected policy: the one that
+// binds first, shown as the count's denominator until the stream says more.
+func (p Page) minLimit() string {
+	pol, ok := p.selected()
+	if !ok || len(pol.Rules) == 0 {
+		return "–"
+	}
+	m := pol.Rules[0].Limit
+	for _, r := range pol.Rules[1:] {
+		m = min(m, r.Limit)
+	}
+	return strconv.Itoa(m)
+}
+
+// rulesLabel joins a policy's rule labels for the picker, e.g. "5 per 1s, 100 per 1m".
+func rulesLabel(pol Policy) string {
+	s := ""
+	for i, r := range pol.Rules {
+		if i > 0 {
+			s += ", "
+		}
+		s += r.Label
+	}
+	return s
+}
+
+// policiesJSON feeds the policies to the script through a data- attribute,
+// because the Content-Security-Policy forbids inline scripts.
+func policiesJSON(ps []Policy) string {
+	if ps == nil {
+		ps = []Policy{}
+	}
+	b, err := json.Marshal(ps)
+	if err != nil { // cannot happen for these plain types
+		return "[]"
+	}
+	return string(b)
+}
+
+// zsetKey is the Redis key of the shown window, e.g. rate_limit:{demo}:demo.
+func zsetKey(key, policy string) string {
+	return "rate_limit:{" + key + "}:" + policy
+}

@@ -1,0 +1,234 @@
+package views_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+
+	"github.com/ratescope/ratescope/views"
+)
+
+func testPage() views.Page {
+	return views.Page{
+		Key:    "demo",
+		Policy: "login",
+		Policies: []views.Policy{
+			{Name: "default", Rules: []views.Rule{{Limit: 10, WindowMs: 60_000, Label: "10 per 1m"}}},
+			{Name: "demo", Rules: []views.Rule{{Limit: 5, WindowMs: 10_000, Label: "5 per 10s"}}},
+			{Name: "login", Rules: []views.Rule{
+				{Limit: 20, WindowMs: 3_600_000, Label: "20 per 1h"},
+				{Limit: 5, WindowMs: 60_000, Label: "5 per 1m"},
+			}},
+		},
+		TickMs:       100,
+		Instance:     "inst-7f3a",
+		AssetVersion: "abc123",
+	}
+}
+
+func render(t *testing.T, p views.Page) (*goquery.Document, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := views.IndexPage(p).Render(context.Background(), &buf); err != nil {
+		t.Fatalf("failed to render: %v", err)
+	}
+	html := buf.String()
+	doc, err := goquery.NewDocumentFromReader(strings.NewReader(html))
+	if err != nil {
+		t.Fatalf("failed to parse: %v", err)
+	}
+	return doc, html
+}
+
+func byTestID(doc *goquery.Document, id string) *goquery.Selection {
+	return doc.Find(`[data-testid="` + id + `"]`)
+}
+
+func TestIndexPageHasEveryTestID(t *testing.T) {
+	doc, _ := render(t, testPage())
+	for _, tc := range []struct {
+		id  string
+		tag string
+	}{
+		{"clock", ""}, {"ring", "svg"}, {"timeline", ""}, {"count", ""},
+		{"send", "button"}, {"boundary-test", "button"}, {"boundary-result", ""},
+		{"reset", "button"}, {"log", ""}, {"race-naive", "button"},
+		{"race-atomic", "button"}, {"race-result", ""}, {"key", "input"},
+		{"policy", "select"}, {"viewers", ""}, {"status", ""},
+	} {
+		sel := byTestID(doc, tc.id)
+		if sel.Length() != 1 {
+			t.Errorf("testid %q: found %d elements, want 1", tc.id, sel.Length())
+			continue
+		}
+		if tc.tag != "" && goquery.NodeName(sel) != tc.tag {
+			t.Errorf("testid %q is a <%s>, want <%s>", tc.id, goquery.NodeName(sel), tc.tag)
+		}
+	}
+	if n := byTestID(doc, "timeline").Find(`[data-testid="cutoff"]`).Length(); n != 1 {
+		t.Errorf("timeline holds %d cutoff lines, want 1", n)
+	}
+	if _, ok := byTestID(doc, "ring").Attr("data-remaining-ms"); !ok {
+		t.Error("ring lacks data-remaining-ms")
+	}
+	// Entries and log lines come from the stream only.
+	for _, id := range []string{"timeline-entry", "log-entry"} {
+		if n := byTestID(doc, id).Length(); n != 0 {
+			t.Errorf("server rendered %d %q elements, want 0", n, id)
+		}
+	}
+	if got := strings.TrimSpace(byTestID(doc, "status").Text()); got != "reconnecting" {
+		t.Errorf("status = %q before the socket connects, want reconnecting", got)
+	}
+}
+
+func TestPolicySelectMarksSelected(t *testing.T) {
+	doc, _ := render(t, testPage())
+	opts := byTestID(doc, "policy").Find("option")
+	var names, selected []string
+	opts.Each(func(_ int, o *goquery.Selection) {
+		v, _ := o.Attr("value")
+		names = append(names, v)
+		if _, ok := o.Attr("selected"); ok {
+			selected = append(selected, v)
+		}
+	})
+	if got, want := strings.Join(names, ","), "default,demo,login"; got != want {
+		t.Errorf("options = %s, want %s", got, want)
+	}
+	if len(selected) != 1 || selected[0] != "login" {
+		t.Errorf("selected = %v, want [login]", selected)
+	}
+	if txt := opts.Eq(2).Text(); !strings.Contains(txt, "20 per 1h, 5 per 1m") {
+		t.Errorf("login option reads %q, want its rule labels", txt)
+	}
+}
+
+func TestKeyInputAndConfig(t *testing.T) {
+	p := testPage()
+	p.Key = `a"b<c>+d`
+	doc, _ := render(t, p)
+	key := byTestID(doc, "key")
+	if v, _ := key.Attr("value"); v != p.Key {
+		t.Errorf("key input value = %q, want %q", v, p.Key)
+	}
+	if name, _ := key.Attr("name"); name != "key" {
+		t.Errorf("key input name = %q, want key (the form works without JS)", name)
+	}
+	app := doc.Find("main#app")
+	for attr, want := range map[string]string{
+		"data-key":      p.Key,
+		"data-policy":   "login",
+		"data-tick-ms":  "100",
+		"data-instance": "inst-7f3a",
+	} {
+		if got, _ := app.Attr(attr); got != want {
+			t.Errorf("%s = %q, want %q", attr, got, want)
+		}
+	}
+	raw, _ := app.Attr("data-policies")
+	var pols []views.Policy
+	if err := json.Unmarshal([]byte(raw), &pols); err != nil {
+		t.Fatalf("data-policies is not JSON: %v (%q)", err, raw)
+	}
+	if len(pols) != 3 || pols[2].Name != "login" || pols[2].Rules[1].WindowMs != 60_000 {
+		t.Errorf("data-policies = %+v", pols)
+	}
+	if !strings.Contains(raw, `"windowMs":60000`) {
+		t.Errorf("data-policies lacks the script's field names: %s", raw)
+	}
+	if got := byTestID(doc, "count").Text(); got != "– / 5" {
+		t.Errorf("count before data = %q, want the smallest limit, %q", got, "– / 5")
+	}
+	if got := doc.Find("#zset-key").Text(); got != `rate_limit:{a"b<c>+d}:login` {
+		t.Errorf("zset key caption = %q", got)
+	}
+	if !strings.Contains(doc.Find("footer").Text(), "inst-7f3a") {
+		t.Error("footer does not name the instance")
+	}
+}
+
+func TestNoInlineScriptOrStyle(t *testing.T) {
+	p := testPage()
+	p.Key = `"><script>alert(1)</script>`
+	doc, html := render(t, p)
+	scripts := doc.Find("script")
+	if scripts.Length() != 1 {
+		t.Errorf("found %d <script> elements, want 1", scripts.Length())
+	}
+	scripts.Each(func(_ int, s *goquery.Selection) {
+		if strings.TrimSpace(s.Text()) != "" {
+			t.Errorf("inline script content: %q", s.Text())
+		}
+		if _, ok := s.Attr("src"); !ok {
+			t.Error("script without src")
+		}
+	})
+	if n := doc.Find("style").Length(); n != 0 {
+		t.Errorf("found %d <style> blocks", n)
+	}
+	if n := doc.Find("[style]").Length(); n != 0 {
+		t.Errorf("found %d style= attributes", n)
+	}
+	doc.Find("*").Each(func(_ int, s *goquery.Selection) {
+		for _, a := range s.Nodes[0].Attr {
+			if strings.HasPrefix(strings.ToLower(a.Key), "on") {
+				t.Errorf("<%s> has inline handler %s", goquery.NodeName(s), a.Key)
+			}
+		}
+	})
+	if strings.Contains(html, "<script>alert") {
+		t.Error("key was not escaped")
+	}
+}
+
+func TestStaticURLs(t *testing.T) {
+	doc, html := render(t, testPage())
+	if !strings.HasPrefix(html, "<!doctype html>") && !strings.HasPrefix(html, "<!DOCTYPE html>") {
+		t.Errorf("document starts %q", html[:min(len(html), 20)])
+	}
+	if src, _ := doc.Find("script").Attr("src"); src != "/static/app.js?v=abc123" {
+		t.Errorf("script src = %q", src)
+	}
+	if _, ok := doc.Find("script").Attr("defer"); !ok {
+		t.Error("script is not deferred")
+	}
+	if href, _ := doc.Find(`link[rel="stylesheet"]`).Attr("href"); href != "/static/app.css?v=abc123" {
+		t.Errorf("stylesheet href = %q", href)
+	}
+	if href, _ := doc.Find(`link[rel="icon"]`).Attr("href"); href != "/static/favicon.svg?v=abc123" {
+		t.Errorf("icon href = %q", href)
+	}
+	doc.Find("[src], link[href]").Each(func(_ int, s *goquery.Selection) {
+		u := s.AttrOr("src", s.AttrOr("href", ""))
+		if !strings.HasPrefix(u, "/static/") {
+			t.Errorf("asset %q is not served by this app", u)
+		}
+	})
+}
+
+func TestStaticURLsWithoutVersion(t *testing.T) {
+	p := testPage()
+	p.AssetVersion = ""
+	doc, _ := render(t, p)
+	if src, _ := doc.Find("script").Attr("src"); src != "/static/app.js" {
+		t.Errorf("script src = %q", src)
+	}
+}
+
+func TestUnknownPolicyStillRenders(t *testing.T) {
+	p := testPage()
+	p.Policy = "nope"
+	p.Policies = nil
+	doc, _ := render(t, p)
+	if n := byTestID(doc, "policy").Find("option").Length(); n != 0 {
+		t.Errorf("%d options, want 0", n)
+	}
+	if got, _ := doc.Find("main#app").Attr("data-policies"); got != "[]" {
+		t.Errorf("data-policies = %q, want []", got)
+	}
+}
