@@ -256,6 +256,10 @@ func (l *live) reset(key, policy string) {
 	l.event("reset", key, policy, resetMsg{Type: "reset", Key: key, Policy: policy, NowMs: l.nowMs()})
 }
 
+// race tells viewers of a window the outcome of a race (SPEC §6); the
+// snapshot that follows shows its entries.
+func (l *live) race(key, policy string, msg any) { l.event("race", key, policy, msg) }
+
 // send queues an envelope for Redis; when the queue is full the event is
 // dropped (viewers still converge through snapshots) rather than slowing checks.
 func (l *live) send(e envelope) {
