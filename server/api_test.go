@@ -59,6 +59,25 @@ func do(t testing.TB, method, u, body string, header ...string) response {
 	return out
 }
 
+// doRaw is do for answers that are not JSON.
+func doRaw(t testing.TB, method, u string, header ...string) (response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, raw: string(b)}, string(b)
+}
+
 func num(t testing.TB, r response, k string) int64 {
 	t.Helper()
 	v, ok := r.body[k].(float64)

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +24,9 @@ const (
 	presenceEvery      = time.Second
 	presenceTTL        = 3 * presenceEvery // an instance that stops announcing is forgotten
 	publishQueue       = 4096
-	resubscribeBackoff = time.Second
+	resubscribeBackoff = 500 * time.Millisecond
+	subscribeTimeout   = 2 * time.Second
+	pubsubIdle         = 2 * time.Second // ping the subscription after this long without messages
 )
 
 // live feeds the viewers of this instance: the clock, snapshots, and the
@@ -69,7 +73,8 @@ func newLive(a *app) *live {
 	}
 	l.hub = hub.New(hub.WithOnChange(l.localViewersChanged))
 	l.ctx, l.stop = context.WithCancel(context.Background())
-	l.setStatus(true)
+	l.redisUp.Store(true) // until a tick says otherwise
+	l.status.Store(new(encode(statusMsg{Type: "status", Redis: "up"})))
 	return l
 }
 
@@ -285,32 +290,60 @@ func (l *live) publishLoop(ctx context.Context) {
 	}
 }
 
-// subscribeLoop receives other instances' events. go-redis reconnects and
-// resubscribes a PubSub by itself; this loop also starts over should the
-// subscription end.
+// subscribeLoop receives other instances' events. It watches the
+// subscription itself (a ping when nothing arrives for a while) and starts
+// over with a fresh connection whenever it fails, so it survives Redis
+// restarts and pauses; each new start after a failure counts as a reconnect.
 func (l *live) subscribeLoop(ctx context.Context) {
+	failed := false
 	for ctx.Err() == nil {
-		ps := l.a.rdb.Subscribe(ctx, eventsChannel)
-		ch := ps.Channel(redis.WithChannelHealthCheckInterval(time.Second))
-	recv:
-		for {
-			select {
-			case <-ctx.Done():
-				break recv
-			case m, ok := <-ch:
-				if !ok {
-					break recv
-				}
-				l.receive([]byte(m.Payload))
-			}
-		}
-		_ = ps.Close()
-		if ctx.Err() == nil {
+		if failed {
 			l.a.metrics.pubsubReconnects.Inc()
 			select {
 			case <-ctx.Done():
+				return
 			case <-time.After(resubscribeBackoff):
 			}
+		}
+		failed = true
+		if err := l.receiveUntilError(ctx); err != nil && ctx.Err() == nil {
+			l.a.log.Warn("redis pub/sub interrupted; resubscribing", "err", err)
+		}
+	}
+}
+
+func (l *live) receiveUntilError(ctx context.Context) error {
+	ps := l.a.rdb.Subscribe(ctx, eventsChannel)
+	defer ps.Close()
+	// A blocked receive does not watch ctx; closing the subscription ends it.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer stop()
+	sctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
+	_, err := ps.Receive(sctx) // the subscription's confirmation
+	cancel()
+	if err != nil {
+		return err
+	}
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, pubsubIdle)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			pctx, cancel := context.WithTimeout(ctx, subscribeTimeout)
+			err = ps.Ping(pctx)
+			cancel()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if m, ok := msg.(*redis.Message); ok {
+			l.receive([]byte(m.Payload))
 		}
 	}
 }

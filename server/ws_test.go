@@ -189,8 +189,12 @@ func TestStreamShutdownSends1001(t *testing.T) {
 
 // TestCrossInstance runs two servers on one Redis: a check on A reaches a
 // viewer on B, and viewer counts add up across both.
-func TestCrossInstance(t *testing.T) {
-	url := redistest.URL(t)
+func TestCrossInstance(t *testing.T) { crossInstance(t, redistest.URL(t)) }
+
+// TestClusterCrossInstance is the same on a real three-node Redis Cluster.
+func TestClusterCrossInstance(t *testing.T) { crossInstance(t, redistest.StartCluster(t).URL) }
+
+func crossInstance(t *testing.T, url string) {
 	a := startApp(t, map[string]string{"REDIS_URL": url})
 	b := startApp(t, map[string]string{"REDIS_URL": url})
 	key := newKey()

@@ -34,7 +34,8 @@ func Start(t testing.TB, env map[string]string, args ...string) *App {
 	getenv := func(k string) string { return env[k] }
 	argv := append([]string{"ratescope", "--addr", "127.0.0.1:0"}, args...)
 	go func() { a.done <- server.Run(ctx, argv, getenv, a.out) }()
-	listening := regexp.MustCompile(`msg="ratescope listening" addr=(\S+)`)
+	// The listening line in text or JSON log format.
+	listening := regexp.MustCompile(`msg"?[=:]"?ratescope listening"?[ ,]"?addr"?[=:]"?([^\s"]+)`)
 	deadline := time.Now().Add(20 * time.Second)
 	for a.Addr == "" {
 		select {
