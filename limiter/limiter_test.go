@@ -79,11 +79,15 @@ func members(t testing.TB, c redis.UniversalClient, key string, p limiter.Policy
 
 // TestExactUnderConcurrency is the product's promise: 500 concurrent checks
 // against a limit of 37 allow exactly 37, also across two limiters with their
-// own connection pools (as two app instances would be).
+// own connection pools (as two app instances would be): one batching checks
+// into pipelines (the default), one sending each alone.
 func TestExactUnderConcurrency(t *testing.T) {
 	url := redistest.URL(t)
 	p := mustPolicy(t, "burst=37/1m")
-	lims := []*limiter.Limiter{limiter.New(newClient(t, url)), limiter.New(newClient(t, url))}
+	lims := []*limiter.Limiter{
+		limiter.New(newClient(t, url)),
+		limiter.New(newClient(t, url), limiter.WithoutBatching()),
+	}
 	for run := range 20 {
 		key := fmt.Sprintf("%s-%d", uniqueKey(t), run)
 		var wg sync.WaitGroup
@@ -561,4 +565,88 @@ func TestClusterExact(t *testing.T) {
 			t.Fatalf("run %d: allowed %d, want 37", run, allowed)
 		}
 	}
+}
+
+// TestBatchedExactness: only batched limiters, small batches and many
+// pipelines in flight, still exactly the limit.
+func TestBatchedExactness(t *testing.T) {
+	url := redistest.URL(t)
+	p := mustPolicy(t, "burst=37/1m")
+	for _, opt := range []limiter.Option{limiter.WithBatching(1, 8), limiter.WithBatching(7, 3), limiter.WithBatching(500, 1)} {
+		lim := limiter.New(newClient(t, url), opt)
+		for run := range 5 {
+			key := fmt.Sprintf("%s-%d", uniqueKey(t), run)
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			allowed := 0
+			for range 500 {
+				wg.Go(func() {
+					d, err := lim.Allow(context.Background(), key, p, 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						mu.Lock()
+						allowed++
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if allowed != 37 {
+				t.Fatalf("run %d: allowed %d, want 37", run, allowed)
+			}
+		}
+	}
+}
+
+// TestScriptCacheFlushed: after SCRIPT FLUSH (as after a Redis restart) both
+// modes fall back to sending the script, and count each request once.
+func TestScriptCacheFlushed(t *testing.T) {
+	c := newClient(t, redistest.URL(t))
+	p := mustPolicy(t, "demo=5/10s")
+	for _, lim := range []*limiter.Limiter{limiter.New(c), limiter.New(c, limiter.WithoutBatching())} {
+		key := uniqueKey(t)
+		for i := 1; i <= 3; i++ {
+			if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+				t.Fatal(err)
+			}
+			d, err := lim.Allow(context.Background(), key, p, 1)
+			if err != nil || !d.Allowed || d.Bound().Count != i {
+				t.Fatalf("check %d after SCRIPT FLUSH: %+v %v", i, d, err)
+			}
+		}
+	}
+}
+
+// TestBatchedTimeout: a check waits no longer than its context, even when its
+// pipeline is stuck behind a paused Redis.
+func TestBatchedTimeout(t *testing.T) {
+	rs := redistest.Start(t)
+	c := newClient(t, rs.URL)
+	lim := limiter.New(c)
+	p := mustPolicy(t, "demo=5/10s")
+	if _, err := lim.Allow(context.Background(), "warm", p, 1); err != nil {
+		t.Fatal(err)
+	}
+	rs.Pause()
+	defer rs.Resume()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			timeout := time.Duration(50+10*i) * time.Millisecond
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			start := time.Now()
+			_, err := lim.Allow(ctx, "k", p, 1)
+			if err == nil {
+				t.Error("a check succeeded against a paused Redis")
+			}
+			if took := time.Since(start); took > timeout+time.Second {
+				t.Errorf("check with timeout %v took %v", timeout, took)
+			}
+		})
+	}
+	wg.Wait()
 }
