@@ -128,7 +128,9 @@ func handleCheck(a *app) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
 		defer cancel()
 		start := time.Now()
+		a.metrics.checksActive.Inc()
 		d, err := a.lim.Allow(ctx, key, pol, cost)
+		a.metrics.checksActive.Dec()
 		a.metrics.checkDuration.Observe(time.Since(start).Seconds())
 		if err != nil {
 			a.metrics.redisErrors.WithLabelValues("check").Inc()

@@ -220,3 +220,37 @@ func TestOutageUnderSteadyLoad(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdownFinishesInFlightChecks: a check waiting on a paused Redis when
+// the server is told to stop still gets its answer.
+func TestShutdownFinishesInFlightChecks(t *testing.T) {
+	rs := redistest.Start(t)
+	app := startApp(t, map[string]string{"REDIS_URL": rs.URL}, "--check-timeout", "700ms")
+	u := app.URL + "/api/v1/check?policy=demo&key=" + newKey()
+	do(t, "POST", u, "")
+	rs.Pause()
+	defer rs.Resume()
+	type answer struct {
+		status int
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Post(u, "", nil)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		resp.Body.Close()
+		got <- answer{status: resp.StatusCode}
+	}()
+	for !strings.Contains(metrics(t, app), "ratescope_checks_in_flight 1") {
+		time.Sleep(5 * time.Millisecond) // until the check waits on Redis
+	}
+	if err := app.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.err != nil || r.status != 503 {
+		t.Fatalf("in-flight check: %d %v", r.status, r.err)
+	}
+}

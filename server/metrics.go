@@ -12,6 +12,7 @@ type metrics struct {
 	decisions     *prometheus.CounterVec
 	failOpen      *prometheus.CounterVec
 	checkDuration prometheus.Histogram
+	checksActive  prometheus.Gauge
 	redisErrors   *prometheus.CounterVec
 
 	viewers          prometheus.Gauge
@@ -36,6 +37,10 @@ func newMetrics() *metrics {
 			Help:    "Time the limiter took to decide one check, including Redis.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5},
 		}),
+		checksActive: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "ratescope_checks_in_flight",
+			Help: "Checks waiting for the limiter right now.",
+		}),
 		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratescope_redis_errors_total",
 			Help: "Redis calls that failed or timed out, by operation.",
@@ -57,7 +62,7 @@ func newMetrics() *metrics {
 			Help: "Times the Redis Pub/Sub subscription was started over.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.redisErrors,
+	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors,
 		m.viewers, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
