@@ -120,17 +120,21 @@ func (l *live) nowMs() int64 {
 	return r.redisMs + time.Since(r.at).Milliseconds()
 }
 
-func (l *live) setStatus(up bool) {
+// setStatus records Redis's state and tells every viewer when it changed;
+// it reports whether it did.
+func (l *live) setStatus(up bool) bool {
 	state := "down"
 	if up {
 		state = "up"
 	}
 	msg := encode(statusMsg{Type: "status", Redis: state})
 	l.status.Store(&msg)
-	if l.redisUp.Swap(up) != up {
-		l.a.log.Warn("redis status changed", "redis", state)
-		l.hub.Broadcast(msg)
+	if l.redisUp.Swap(up) == up {
+		return false
 	}
+	l.a.log.Warn("redis status changed", "redis", state)
+	l.hub.Broadcast(msg)
+	return true
 }
 
 // tickLoop reads Redis's clock once per tick for all viewers of this instance;
@@ -151,7 +155,11 @@ func (l *live) tickLoop(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			l.setStatus(false)
+			// Repeat "down" while it lasts: viewers hear no ticks, and the
+			// page takes a silent socket for a dead one.
+			if !l.setStatus(false) && l.hub.Total() > 0 {
+				l.hub.Broadcast(*l.status.Load())
+			}
 			continue
 		}
 		l.setStatus(true)

@@ -679,7 +679,7 @@
 
   function renderStatus() {
     let s = 'reconnecting';
-    if (state.connected) s = state.redis === 'down' ? 'redis down' : 'live';
+    if (state.connected && state.redis !== 'unknown') s = state.redis === 'down' ? 'redis down' : 'live';
     ui.status.textContent = s;
     ui.status.className = 'status status-' + s.replace(' ', '-');
   }
