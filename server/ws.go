@@ -57,21 +57,11 @@ func (l *live) serve(conn *websocket.Conn, key string, pol limiter.Policy) {
 	sub := l.hub.Subscribe(topic)
 	defer sub.Close()
 
-	// A viewer dropped by the hub must not keep its write blocked for the
-	// full write timeout: its writes end as soon as it is dropped.
-	wbase, cancelWrites := context.WithCancel(ctx)
-	defer cancelWrites()
-	go func() {
-		select {
-		case <-sub.Done():
-			if errors.Is(sub.Err(), hub.ErrSlow) {
-				cancelWrites()
-			}
-		case <-wbase.Done():
-		}
-	}()
+	// A viewer that falls behind is dropped by the hub; its blocked write
+	// then ends within wsWriteTimeout. (Watching for the drop to cut the write
+	// short would cost a goroutine per viewer.)
 	write := func(msg []byte) error {
-		wctx, cancel := context.WithTimeout(wbase, wsWriteTimeout)
+		wctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
 		defer cancel()
 		return conn.Write(wctx, websocket.MessageText, msg)
 	}
