@@ -534,3 +534,41 @@ func TestConsoleWatch(t *testing.T) {
 	}
 	t.Logf("seen, as expected: %q, %q", problems, v)
 }
+
+// TestRace presses both race buttons and reads the outcome from race-result:
+// naive lets more than the limit through, atomic exactly the limit, and the
+// timeline then holds the atomic run's entries, equal to the ZSET members.
+func TestRace(t *testing.T) {
+	e := start(t)
+	tb := openTab(t, browser(t), "tab")
+	tb.navigate(e.pageURL())
+	tb.waitFor("status live", func(s pageState) bool { return s.Status == "live" })
+	raceText := func() string {
+		return evaluate[string](tb, `document.querySelector('[data-testid="race-result"]').textContent.replace(/\s+/g, ' ').trim()`)
+	}
+	waitText := func(what string, re *regexp.Regexp) string {
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			if s := raceText(); re.MatchString(s) {
+				return s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: race-result reads %q", what, raceText())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	tb.click("race-naive")
+	got := waitText("naive", regexp.MustCompile(`naive: (\d+) of 200 allowed, limit 5 — overshoot (\d+)`))
+	m := regexp.MustCompile(`naive: (\d+) of 200 allowed, limit 5 — overshoot (\d+)`).FindStringSubmatch(got)
+	if n, _ := strconv.Atoi(m[1]); n <= 5 {
+		t.Fatalf("naive allowed %d: no overshoot (%q)", n, got)
+	}
+	tb.click("race-atomic")
+	got = waitText("atomic", regexp.MustCompile(`atomic: 5 of 200 allowed, limit 5 — exact`))
+	t.Logf("race-result: %q", got)
+	tb.waitFor("timeline = ZSET after the atomic race", func(s pageState) bool {
+		zs := e.members(t)
+		return len(zs) == 5 && sameSet(s.IDs, memberIDs(zs))
+	})
+}

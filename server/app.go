@@ -18,6 +18,7 @@ type app struct {
 	metrics  *metrics
 	instance string
 	live     *live
+	races    races
 }
 
 // observeDecision counts a decision; live viewers hear of it too.

@@ -12,6 +12,7 @@ func routes(e *echo.Echo, a *app) {
 	api.GET("/window", handleWindow(a))
 	api.DELETE("/window", handleReset(a))
 	api.GET("/policies", handlePolicies(a))
+	api.POST("/race", handleRace(a))
 
 	e.GET("/", handlePage(a))
 	e.GET("/static/*", handleStatic())

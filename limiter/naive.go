@@ -1,0 +1,94 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Naive is the WRONG way to build this limiter, kept for the race demo only:
+// it checks and then acts in separate round trips (ZREMRANGEBYSCORE, ZCARD,
+// then ZADD), so concurrent requests all read the same count before any of
+// them records itself, and far more than the limit get through. It never
+// decides a real check; Limiter's single Lua script exists because of it.
+type Naive struct {
+	rdb naiveRediser
+}
+
+type naiveRediser interface {
+	Time(ctx context.Context) *redis.TimeCmd
+	ZRemRangeByScore(ctx context.Context, key, min, max string) *redis.IntCmd
+	ZCard(ctx context.Context, key string) *redis.IntCmd
+	ZAdd(ctx context.Context, key string, members ...redis.Z) *redis.IntCmd
+	PExpire(ctx context.Context, key string, expiration time.Duration) *redis.BoolCmd
+}
+
+// NewNaive returns the demo's naive limiter over rdb.
+func NewNaive(rdb redis.UniversalClient) *Naive { return &Naive{rdb: rdb} }
+
+// NaiveOptions shape one naive check.
+type NaiveOptions struct {
+	// Think is the application's own latency between its check and its act:
+	// the time-of-check/time-of-use window.
+	Think time.Duration
+	// AfterRead, when set, is called once the count has been read, before the
+	// think time; the demo uses it as a barrier so every request reads before
+	// any writes, which makes the overshoot certain rather than likely.
+	AfterRead func()
+}
+
+// Allow checks the policy's tightest rule (the smallest limit; the naive
+// model knows one rule) and then, if there was room, records the request.
+func (n *Naive) Allow(ctx context.Context, key string, p Policy, o NaiveOptions) (bool, error) {
+	if err := ValidateKey(key); err != nil {
+		return false, err
+	}
+	rule := p.Rules[0]
+	for _, r := range p.Rules {
+		if r.Limit < rule.Limit {
+			rule = r
+		}
+	}
+	k := RedisKey(key, p.Name)
+	read := func() (int64, int64, error) { // check: three round trips
+		now, err := n.rdb.Time(ctx).Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		ms := now.UnixMilli()
+		if err := n.rdb.ZRemRangeByScore(ctx, k, "-inf", strconv.FormatInt(ms-rule.WindowMs(), 10)).Err(); err != nil {
+			return 0, 0, err
+		}
+		count, err := n.rdb.ZCard(ctx, k).Result()
+		return ms, count, err
+	}
+	ms, count, err := read()
+	if o.AfterRead != nil {
+		o.AfterRead()
+	}
+	if err != nil {
+		return false, fmt.Errorf("failed to read the count: %w", err)
+	}
+	if count >= int64(rule.Limit) {
+		return false, nil
+	}
+	if o.Think > 0 {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(o.Think):
+		}
+	}
+	// act: by now the count read above may be long out of date.
+	if err := n.rdb.ZAdd(ctx, k, redis.Z{Score: float64(ms), Member: uuid.NewString()}).Err(); err != nil {
+		return false, fmt.Errorf("failed to record the request: %w", err)
+	}
+	if err := n.rdb.PExpire(ctx, k, p.Longest()).Err(); err != nil {
+		return false, fmt.Errorf("failed to set the expiry: %w", err)
+	}
+	return true, nil
+}

@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// Race demo bounds (SPEC §6).
+const (
+	raceMaxRequests     = 500
+	raceDefaultRequests = 200
+	raceMaxThinkMs      = 1000
+	// raceDefaultThinkMs is the naive check's think time. The race holds every
+	// naive request after its read until all have read or this much time has
+	// passed; 200 reads on this machine take a few milliseconds, so 100 ms
+	// makes every read precede every write: the overshoot is certain.
+	raceDefaultThinkMs = 100
+	raceTimeout        = 10 * time.Second
+	maxConcurrentRaces = 4
+)
+
+// raceJSON is the outcome of a race: the answer and, with Type "race", the
+// message to viewers.
+type raceJSON struct {
+	Type       string `json:"type,omitempty"`
+	Mode       string `json:"mode"`
+	Requests   int    `json:"requests"`
+	Allowed    int    `json:"allowed"`
+	Denied     int    `json:"denied"`
+	Limit      int    `json:"limit"`
+	Overshoot  int    `json:"overshoot"`
+	DurationMs int64  `json:"durationMs"`
+	Key        string `json:"key"`
+	Policy     string `json:"policy"`
+}
+
+// races tracks running races: one per window, a few at once.
+type races struct {
+	mu      sync.Mutex
+	running map[string]bool
+}
+
+func (r *races) start(key string) (ok, busy bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running == nil {
+		r.running = map[string]bool{}
+	}
+	if r.running[key] {
+		return false, false
+	}
+	if len(r.running) >= maxConcurrentRaces {
+		return false, true
+	}
+	r.running[key] = true
+	return true, false
+}
+
+func (r *races) done(key string) {
+	r.mu.Lock()
+	delete(r.running, key)
+	r.mu.Unlock()
+}
+
+// handleRace runs the race demo on the sandbox policy: POST /api/v1/race.
+func handleRace(a *app) echo.HandlerFunc {
+	naive := limiter.NewNaive(a.rdb)
+	return func(c echo.Context) error {
+		p, err := readParams(c, fieldKey, fieldPolicy, fieldMode, fieldRequests, fieldThinkMs)
+		if err != nil {
+			return err
+		}
+		key := p.key()
+		if name, ok := p.values["policy"]; ok && name != sandboxPolicy && !p.failed("policy") {
+			p.fail("policy", "races run on the sandbox policy %q only", sandboxPolicy)
+		}
+		mode := p.values["mode"]
+		if !p.failed("mode") && mode != "naive" && mode != "atomic" {
+			p.fail("mode", "must be naive or atomic")
+		}
+		requests := p.integer("requests", raceDefaultRequests, 1, raceMaxRequests)
+		thinkMs := p.integer("thinkMs", raceDefaultThinkMs, 0, raceMaxThinkMs)
+		if err := p.problem(); err != nil {
+			return err
+		}
+		pol, _ := a.cfg.policy(sandboxPolicy)
+
+		ok, busy := a.races.start(key)
+		if busy {
+			return unavailable("too many races are running; try again in a moment")
+		}
+		if !ok {
+			return newProblem(http.StatusConflict, "a race is already running on this window")
+		}
+		defer a.races.done(key)
+
+		ctx, cancel := context.WithTimeout(c.Request().Context(), raceTimeout+time.Duration(thinkMs)*time.Millisecond)
+		defer cancel()
+		if err := a.lim.Reset(ctx, key, pol); err != nil {
+			a.metrics.redisErrors.WithLabelValues("reset").Inc()
+			return unavailable("failed to reset the window in Redis; try again shortly")
+		}
+		a.observeReset(key, pol)
+
+		var check func() (bool, error)
+		if mode == "atomic" {
+			check = func() (bool, error) {
+				d, err := a.lim.Allow(ctx, key, pol, 1)
+				return d.Allowed, err
+			}
+		} else {
+			after := readBarrier(requests, time.Duration(thinkMs)*time.Millisecond)
+			check = func() (bool, error) {
+				return naive.Allow(ctx, key, pol, limiter.NaiveOptions{AfterRead: after})
+			}
+		}
+		allowed, denied, failed, took := race(requests, check)
+		if failed > 0 {
+			a.metrics.redisErrors.WithLabelValues("race").Add(float64(failed))
+			return unavailable("Redis failed during the race; try again shortly")
+		}
+		out := raceJSON{
+			Mode: mode, Requests: requests, Allowed: allowed, Denied: denied,
+			Limit: pol.SmallestLimit(), Overshoot: max(0, allowed-pol.SmallestLimit()),
+			DurationMs: took.Milliseconds(), Key: key, Policy: pol.Name,
+		}
+		a.log.Info("race", "mode", mode, "requests", requests, "allowed", allowed, "limit", out.Limit, "duration_ms", out.DurationMs)
+		msg := out
+		msg.Type = "race"
+		a.live.race(key, pol.Name, msg)
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// race releases n concurrent checks at once (a start barrier) and counts
+// their outcomes.
+func race(n int, check func() (bool, error)) (allowed, denied, failed int, took time.Duration) {
+	var ok, no, bad atomic.Int64
+	var ready, wg sync.WaitGroup
+	start := make(chan struct{})
+	ready.Add(n)
+	for range n {
+		wg.Go(func() {
+			ready.Done()
+			<-start
+			switch yes, err := check(); {
+			case err != nil:
+				bad.Add(1)
+			case yes:
+				ok.Add(1)
+			default:
+				no.Add(1)
+			}
+		})
+	}
+	ready.Wait()
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	return int(ok.Load()), int(no.Load()), int(bad.Load()), time.Since(t0)
+}
+
+// readBarrier holds each naive request after its read until all n have read
+// or think has passed: the application's latency between check and act, at
+// its most unlucky.
+func readBarrier(n int, think time.Duration) func() {
+	var left atomic.Int64
+	left.Store(int64(n))
+	all := make(chan struct{})
+	deadline := time.Now().Add(think)
+	return func() {
+		if left.Add(-1) == 0 {
+			close(all)
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return
+		}
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-all:
+		case <-t.C:
+		}
+	}
+}
