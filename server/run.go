@@ -144,8 +144,15 @@ func newEcho(a *app) *echo.Echo {
 		},
 		LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true, LogRemoteIP: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
-			a.log.Info("request", "method", v.Method, "path", v.URIPath, "status", v.Status,
-				"latency_ms", float64(v.Latency.Microseconds())/1000, "remote", v.RemoteIP)
+			// Checks are the hot path and are counted in metrics; their access
+			// lines are debug-level unless something failed.
+			level := slog.LevelInfo
+			if c.Path() == "/api/v1/check" && v.Status < 500 {
+				level = slog.LevelDebug
+			}
+			a.log.LogAttrs(c.Request().Context(), level, "request", slog.String("method", v.Method),
+				slog.String("path", v.URIPath), slog.Int("status", v.Status),
+				slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("remote", v.RemoteIP))
 			return nil
 		},
 	}))
