@@ -48,6 +48,7 @@ type live struct {
 	remote      map[string]map[string]presence // topic -> instance -> count
 	lastViewers map[string]int                 // topic -> total last announced
 	dirty       map[string]struct{}            // topics whose snapshot is stale
+	viewersDue  map[string]struct{}            // topics whose viewer count may have changed
 	presenceDue bool
 
 	outbox chan []byte // envelopes for Redis, published in order by one goroutine
@@ -69,6 +70,7 @@ func newLive(a *app) *live {
 		remote:      map[string]map[string]presence{},
 		lastViewers: map[string]int{},
 		dirty:       map[string]struct{}{},
+		viewersDue:  map[string]struct{}{},
 		outbox:      make(chan []byte, publishQueue),
 	}
 	l.hub = hub.New(hub.WithOnChange(l.localViewersChanged))
@@ -376,23 +378,26 @@ func (l *live) receive(payload []byte) {
 // change and every presenceEvery; counts not renewed within presenceTTL are
 // forgotten, so the total stays right when an instance dies.
 
+// localViewersChanged runs on every subscribe and unsubscribe. Counts are
+// announced from presenceLoop, at most one message per window per
+// snapshotCoalesce: a crowd of N viewers arriving must not cost N² messages.
 func (l *live) localViewersChanged(topic string, _ int) {
 	l.a.metrics.viewers.Set(float64(l.hub.Total()))
 	l.mu.Lock()
 	l.presenceDue = true
+	l.viewersDue[topic] = struct{}{}
 	l.mu.Unlock()
-	l.announceViewers(topic)
 }
 
 func (l *live) remotePresence(instance string, counts map[string]int) {
 	expires := time.Now().Add(presenceTTL)
-	var touched []string
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	for topic, byInstance := range l.remote {
 		if _, ok := counts[topic]; !ok {
 			if _, had := byInstance[instance]; had {
 				delete(byInstance, instance)
-				touched = append(touched, topic)
+				l.viewersDue[topic] = struct{}{}
 			}
 		}
 	}
@@ -400,18 +405,16 @@ func (l *live) remotePresence(instance string, counts map[string]int) {
 		if l.remote[topic] == nil {
 			l.remote[topic] = map[string]presence{}
 		}
+		if l.remote[topic][instance].count != n {
+			l.viewersDue[topic] = struct{}{}
+		}
 		l.remote[topic][instance] = presence{count: n, expires: expires}
-		touched = append(touched, topic)
-	}
-	l.mu.Unlock()
-	for _, topic := range touched {
-		l.announceViewers(topic)
 	}
 }
 
-// announceViewers sends topic's total viewer count to local viewers when it
-// changed.
-func (l *live) announceViewers(topic string) {
+// announceViewers sends topic's total viewer count to local viewers, always
+// or only when it changed.
+func (l *live) announceViewers(topic string, always bool) {
 	local := l.hub.Count(topic)
 	l.mu.Lock()
 	total := local
@@ -433,16 +436,9 @@ func (l *live) announceViewers(topic string) {
 		l.lastViewers[topic] = total
 	}
 	l.mu.Unlock()
-	if changed && local > 0 {
+	if (changed || always) && local > 0 {
 		l.hub.Publish(topic, encode(viewersMsg{Type: "viewers", Count: total}))
 	}
-}
-
-// viewers returns topic's current total, for a new viewer's first message.
-func (l *live) viewers(topic string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lastViewers[topic]
 }
 
 func (l *live) presenceLoop(ctx context.Context) {
@@ -459,11 +455,21 @@ func (l *live) presenceLoop(ctx context.Context) {
 		l.mu.Lock()
 		due := l.presenceDue || time.Since(last) >= presenceEvery
 		l.presenceDue = false
-		var remoteTopics []string
-		for topic := range l.remote {
-			remoteTopics = append(remoteTopics, topic)
+		announce := l.viewersDue
+		l.viewersDue = map[string]struct{}{}
+		var sweep []string
+		if time.Since(last) >= presenceEvery {
+			for topic := range l.remote {
+				sweep = append(sweep, topic)
+			}
 		}
 		l.mu.Unlock()
+		for topic := range announce {
+			l.announceViewers(topic, true) // new viewers need the count too
+		}
+		for _, topic := range sweep { // let expired instances fall out
+			l.announceViewers(topic, false)
+		}
 		if !due {
 			continue
 		}
@@ -477,8 +483,5 @@ func (l *live) presenceLoop(ctx context.Context) {
 			l.send(envelope{Origin: l.a.instance, Kind: "presence", Viewers: counts})
 		}
 		quiet = len(counts) == 0
-		for _, topic := range remoteTopics { // let expired instances fall out
-			l.announceViewers(topic)
-		}
 	}
 }

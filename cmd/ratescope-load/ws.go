@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -12,6 +12,36 @@ import (
 
 	"github.com/coder/websocket"
 )
+
+// dialers is how many viewers connect at once.
+const dialers = 16
+
+// decisionMark finds decision messages without decoding every tick.
+var decisionMark = []byte(`"type":"decision"`)
+
+// watchDecisions reads one viewer's stream and notes when each decision arrives.
+func watchDecisions(ctx context.Context, conn *websocket.Conn, mu *sync.Mutex, arrived map[string][]time.Time, closed *atomic.Int64) {
+	defer conn.CloseNow()
+	for {
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				closed.Add(1)
+			}
+			return
+		}
+		if !bytes.Contains(b, decisionMark) {
+			continue
+		}
+		now := time.Now()
+		var m struct{ ID string }
+		if json.Unmarshal(b, &m) == nil {
+			mu.Lock()
+			arrived[m.ID] = append(arrived[m.ID], now)
+			mu.Unlock()
+		}
+	}
+}
 
 // measureFanOut connects N viewers to one window of a fresh server process,
 // measures memory per idle viewer, then times each of K checks until every
@@ -36,34 +66,29 @@ func measureFanOut(ctx context.Context, o options, redisURL string, rep *report)
 	defer cancel()
 	var wg sync.WaitGroup
 	dialStart := time.Now()
-	for i := range o.viewers {
-		conn, _, err := websocket.Dial(vctx, "ws://"+srv.addr+"/ws?policy=fan&key="+key, &websocket.DialOptions{
-			HTTPClient: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
-		})
-		if err != nil {
-			return fmt.Errorf("viewer %d failed to connect: %w", i, err)
-		}
-		conn.SetReadLimit(1 << 20)
-		wg.Go(func() {
-			defer conn.CloseNow()
-			for {
-				_, r, err := conn.Reader(vctx)
+	// Viewers connect from a few dialers at once, like a crowd arriving.
+	var dialed sync.WaitGroup
+	var next atomic.Int64
+	var dialErr atomic.Pointer[error]
+	for range dialers {
+		dialed.Go(func() {
+			for i := next.Add(1); i <= int64(o.viewers) && dialErr.Load() == nil; i = next.Add(1) {
+				conn, _, err := websocket.Dial(vctx, "ws://"+srv.addr+"/ws?policy=fan&key="+key, &websocket.DialOptions{
+					HTTPClient: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
+				})
 				if err != nil {
-					if vctx.Err() == nil {
-						closed.Add(1)
-					}
+					err = fmt.Errorf("viewer %d failed to connect: %w", i, err)
+					dialErr.Store(&err)
 					return
 				}
-				b, _ := io.ReadAll(r)
-				now := time.Now()
-				var m struct{ Type, ID string }
-				if json.Unmarshal(b, &m) == nil && m.Type == "decision" {
-					mu.Lock()
-					arrived[m.ID] = append(arrived[m.ID], now)
-					mu.Unlock()
-				}
+				conn.SetReadLimit(1 << 20)
+				wg.Go(func() { watchDecisions(vctx, conn, &mu, arrived, &closed) })
 			}
 		})
+	}
+	dialed.Wait()
+	if err := dialErr.Load(); err != nil {
+		return *err
 	}
 	dialTook := time.Since(dialStart)
 	time.Sleep(2 * time.Second) // idle: only ticks and snapshots
