@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -13,99 +14,156 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 )
 
-// measureLibrary compares, on the same Redis and with the same goroutines,
-// Limiter.Allow (batched, as shipped; and one round trip per check) with raw
-// pipelined EVALSHA of the same script and a plain go-redis Script.Run loop.
-func measureLibrary(ctx context.Context, o options, redisURL string, rep *report) error {
-	opt, err := redis.ParseURL(redisURL)
+// libPolicy is the library phase's policy: every check allowed and recorded.
+const libPolicy = "lib=100000/1s"
+
+// libRun is one way of running the check script.
+type libRun struct {
+	name    string
+	workers int
+	// call performs checks (one, or a pipeline of them) and says how many.
+	call func(ctx context.Context, i int64) (int, error)
+
+	rate float64
+	cpu  cpuUse
+}
+
+// measureLibrary compares, in this process and on the same Redis, Limiter.Allow
+// (batched, as the server uses it, and one round trip per check) with raw
+// pipelined EVALSHA of the same script and a plain go-redis Script.Run per
+// call. Every variant does the same work per check: a fresh UUID member, one
+// of --keys keys, the same arguments.
+func measureLibrary(ctx context.Context, e *env) error {
+	o := e.o
+	opt, err := redis.ParseURL(e.redisURL)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to parse the Redis URL: %w", err)
 	}
-	opt.PoolSize = max(opt.PoolSize, o.conns)
+	// As the server configures its client, with a pool big enough that no
+	// variant waits for a connection.
+	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
+	opt.PoolSize = max(o.conns, 10)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	p, err := limiter.ParsePolicy("lib=100000/1s")
+
+	p, err := limiter.ParsePolicy(libPolicy)
 	if err != nil {
-		return err
+		return fmt.Errorf("failed to parse policy %s: %w", libPolicy, err)
 	}
 	script := redis.NewScript(limiter.CheckScriptSource())
 	if err := script.Load(ctx, rdb).Err(); err != nil {
-		return fmt.Errorf("failed to load the script: %w", err)
+		return fmt.Errorf("failed to load the check script: %w", err)
 	}
-	prefix := uuid.NewString()[:8]
-	key := func(i int64) string { return fmt.Sprintf("%s-%d", prefix, i%1000) }
+	prefix := "lib-" + uuid.NewString()[:8] + "-"
+	key := func(i int64) string { return fmt.Sprintf("%s%d", prefix, i%int64(o.keys)) }
 	rawArgs := func(i int64) ([]string, []any) {
-		return []string{limiter.RedisKey(key(i), p.Name)}, []any{1, uuid.NewString(), limiter.MaxEvict, 100000, 1000}
-	}
-	batched := limiter.New(rdb)
-	plain := limiter.New(rdb, limiter.WithoutBatching())
-	const perPipeline = 16
-
-	runs := []struct {
-		name string
-		per  int64 // checks per call of fn
-		fn   func(i int64) error
-	}{
-		{"limiter.Allow, batched (default)", 1, func(i int64) error { _, err := batched.Allow(ctx, key(i), p, 1); return err }},
-		{"limiter.Allow, WithoutBatching", 1, func(i int64) error { _, err := plain.Allow(ctx, key(i), p, 1); return err }},
-		{fmt.Sprintf("raw pipelined EVALSHA, %d per pipeline", perPipeline), perPipeline, func(i int64) error {
-			pipe := rdb.Pipeline()
-			for j := range int64(perPipeline) {
-				keys, args := rawArgs(i*perPipeline + j)
-				script.EvalSha(ctx, pipe, keys, args...)
-			}
-			_, err := pipe.Exec(ctx)
-			return err
-		}},
-		{"plain go-redis Script.Run per call", 1, func(i int64) error {
-			keys, args := rawArgs(i)
-			return script.Run(ctx, rdb, keys, args...).Err()
-		}},
-	}
-	rates := make([]float64, len(runs))
-	for k, r := range runs {
-		rate, err := forDuration(ctx, o.conns, o.duration, r.per, r.fn)
-		if err != nil {
-			return fmt.Errorf("%s: %w", r.name, err)
+		args := []any{1, uuid.NewString(), limiter.MaxEvict}
+		for _, r := range p.Rules {
+			args = append(args, r.Limit, r.WindowMs())
 		}
-		rates[k] = rate
+		return []string{limiter.RedisKey(key(i), p.Name)}, args
 	}
-	rep.line("")
-	rep.line("## Library: Limiter.Allow against raw calls of the same script (%d goroutines, %s each)", o.conns, o.duration)
-	rep.line("")
-	rep.line("| client | checks/s |")
-	rep.line("|---|---|")
-	for k, r := range runs {
-		rep.line("| %s | %.0f |", r.name, rates[k])
+	allow := func(l *limiter.Limiter) func(context.Context, int64) (int, error) {
+		return func(ctx context.Context, i int64) (int, error) {
+			d, err := l.Allow(ctx, key(i), p, 1)
+			if err == nil && !d.Allowed {
+				err = errors.New("a check was denied: the keys are too few for the load")
+			}
+			return 1, err
+		}
 	}
+	pipelined := func(ctx context.Context, i int64) (int, error) {
+		pipe := rdb.Pipeline()
+		for j := range int64(o.pipeline) {
+			keys, args := rawArgs(i*int64(o.pipeline) + j)
+			script.EvalSha(ctx, pipe, keys, args...)
+		}
+		_, err := pipe.Exec(ctx)
+		return o.pipeline, err
+	}
+	scriptRun := func(ctx context.Context, i int64) (int, error) {
+		keys, args := rawArgs(i)
+		return 1, script.Run(ctx, rdb, keys, args...).Err()
+	}
+
+	batched := limiter.New(rdb)
+	runs := []*libRun{
+		{name: "limiter.Allow, batched (the default, as the server runs it)", workers: o.conns, call: allow(batched)},
+		{name: "limiter.Allow, WithoutBatching", workers: o.conns, call: allow(limiter.New(rdb, limiter.WithoutBatching()))},
+		{name: fmt.Sprintf("raw pipelined EVALSHA, %d goroutines × %d per pipeline", o.conns, o.pipeline), workers: o.conns, call: pipelined},
+		{name: fmt.Sprintf("raw pipelined EVALSHA, %d goroutines × %d per pipeline", max(1, o.conns/o.pipeline), o.pipeline), workers: max(1, o.conns/o.pipeline), call: pipelined},
+		{name: fmt.Sprintf("go-redis Script.Run per call, %d goroutines", o.conns), workers: o.conns, call: scriptRun},
+	}
+	if _, err := forDuration(ctx, o.conns, time.Second, runs[0].call); err != nil {
+		return fmt.Errorf("failed to warm up: %w", err)
+	}
+	for _, r := range runs {
+		progress("  %s for %s", r.name, o.duration)
+		meter := newCPUMeter(nil, e.redis)
+		if r.rate, err = forDuration(ctx, r.workers, o.duration, r.call); err != nil {
+			return fmt.Errorf("failed to measure %s: %w", r.name, err)
+		}
+		r.cpu = meter.stop()
+	}
+
+	rep := e.rep
 	rep.line("")
-	rep.line("batched limiter / pipelined EVALSHA = **%.2f** (target ≥ 0.8); batched limiter / Script.Run = **%.2f** (target ≥ 2)",
-		rates[0]/rates[2], rates[0]/rates[3])
+	rep.line("## Library: limiter.Allow against raw calls of the same script")
+	rep.line("")
+	rep.line("In the load tool's own process, one go-redis client (pool of %d connections, no retries, as the server sets it), %s per row, policy `%s` over %d keys (every check allowed and recorded). \"µs CPU per check\" is CPU time divided by checks done.",
+		opt.PoolSize, o.duration, libPolicy, o.keys)
+	rep.line("")
+	rep.line("| client | checks/s | µs CPU per check, Go client | µs CPU per check, redis-server |")
+	rep.line("|---|---:|---:|---:|")
+	for _, r := range runs {
+		rep.line("| %s | %.0f | %s | %s |", r.name, r.rate, perCheck(r.cpu.gen, r.rate), perCheck(r.cpu.redis, r.rate))
+	}
+	lim, plain, pipeWide, pipeNarrow, run := runs[0].rate, runs[1].rate, runs[2].rate, runs[3].rate, runs[4].rate
+	rep.line("")
+	rep.line("- batched limiter / pipelined EVALSHA (%d goroutines) = **%.2f** (target ≥ 0.8: %s); against %d goroutines × %d, the same %d checks in flight as the limiter's callers: %.2f",
+		o.conns, lim/pipeWide, verdict(lim/pipeWide, 0.8), max(1, o.conns/o.pipeline), o.pipeline, o.conns, lim/pipeNarrow)
+	rep.line("- batched limiter / Script.Run = **%.2f** (target ≥ 2: %s)", lim/run, verdict(lim/run, 2))
+	rep.line("- batched limiter / the same limiter WithoutBatching = %.2f", lim/plain)
 	return nil
 }
 
-// forDuration calls fn from g goroutines for d and returns checks per second.
-func forDuration(ctx context.Context, g int, d time.Duration, per int64, fn func(i int64) error) (float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+func perCheck(cores, rate float64) string {
+	if cores < 0 || rate <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f", cores/rate*1e6)
+}
+
+// forDuration calls fn from workers goroutines for d and returns checks per
+// second. The first error ends the run.
+func forDuration(ctx context.Context, workers int, d time.Duration, fn func(context.Context, int64) (int, error)) (float64, error) {
+	rctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	var next, done atomic.Int64
 	var once sync.Once
 	var firstErr error
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range g {
+	for range workers {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				if err := fn(next.Add(1)); err != nil {
-					if ctx.Err() == nil {
-						once.Do(func() { firstErr = err })
-					}
+			for rctx.Err() == nil {
+				n, err := fn(context.WithoutCancel(rctx), next.Add(1))
+				if err != nil {
+					once.Do(func() { firstErr = err })
+					cancel()
 					return
 				}
-				done.Add(per)
+				done.Add(int64(n))
 			}
 		})
 	}
 	wg.Wait()
-	return float64(done.Load()) / time.Since(start).Seconds(), firstErr
+	took := time.Since(start)
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(done.Load()) / took.Seconds(), nil
 }

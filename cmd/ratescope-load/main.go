@@ -1,132 +1,173 @@
 // Command ratescope-load measures ratescope on this machine in one run and
-// prints a Markdown report:
+// prints a Markdown report (issue #6, "Performance"):
 //
-//   - HTTP: POST /api/v1/check against the same server's trivial GET /healthz;
-//   - the limiter library against raw pipelined EVALSHA of the same script and
-//     a plain go-redis Script.Run per call, on the same Redis;
-//   - WebSocket fan-out: N viewers of one window, time from a check to every
-//     viewer's decision message, and memory per idle viewer.
+//   - HTTP: POST /api/v1/check against the same server's trivial GET /healthz,
+//     with the same keep-alive connections: req/s, latency percentiles, ratio;
+//   - library: limiter.Allow against raw pipelined EVALSHA of the same script
+//     and a plain go-redis Script.Run per call, on the same Redis: checks/s;
+//   - WebSocket fan-out: N viewers of one window; the time from sending a check
+//     until every viewer has its decision message, and memory per idle viewer.
 //
-// It starts its own redis-server (unless --redis-url is given) and runs the
-// server as a separate process (itself, re-executed with "serve"), so the
-// server's memory and CPU are its own. Everything listens on 127.0.0.1 only.
+// It starts its own redis-server on a free port (unless --redis-url is given)
+// and runs the server as a separate process — this binary re-executed with the
+// hidden first argument "serve" — so the server's memory and CPU are its own.
+// Everything listens on 127.0.0.1 only; every child process is stopped at the
+// end, on failure and on Ctrl-C.
 //
-//	go run ./cmd/ratescope-load                      # all phases, ~1 minute
-//	go run ./cmd/ratescope-load --only ws --viewers 10000
+//	go run ./cmd/ratescope-load                       # every phase, about a minute
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --viewers 10000
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
-
-	"github.com/ratescope/ratescope/server"
 )
 
 type options struct {
-	redisURL string
-	duration time.Duration
-	conns    int
-	viewers  int
-	checks   int
-	only     string
-	out      string
+	redisURL      string
+	duration      time.Duration
+	conns         int
+	keys          int
+	pipeline      int
+	viewers       int
+	checks        int
+	checkInterval time.Duration
+	skipHTTP      bool
+	skipLib       bool
+	skipWS        bool
+	out           string
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
-		// The server under test, in its own process.
-		if err := server.Run(context.Background(), append([]string{"ratescope"}, os.Args[2:]...), os.Getenv, io.Discard); err != nil {
-			fmt.Fprintln(os.Stderr, "serve:", err)
-			os.Exit(1)
-		}
-		return
+		os.Exit(serveMain(os.Args[2:]))
 	}
 	var o options
-	flag.StringVar(&o.redisURL, "redis-url", "", "a Redis to use; empty starts a redis-server on a free port")
+	flag.StringVar(&o.redisURL, "redis-url", "", "a Redis to use (redis://host:port/db); empty starts a redis-server on a free port")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each throughput measurement runs")
-	flag.IntVar(&o.conns, "conns", 64, "concurrent HTTP connections and library goroutines")
+	flag.IntVar(&o.conns, "conns", 64, "concurrent HTTP connections, and goroutines calling the library")
+	flag.IntVar(&o.keys, "keys", 10000, "distinct client keys the HTTP and library load spreads over")
+	flag.IntVar(&o.pipeline, "pipeline", 16, "EVALSHA calls per pipeline in the raw baseline")
 	flag.IntVar(&o.viewers, "viewers", 1000, "WebSocket viewers on one window")
 	flag.IntVar(&o.checks, "checks", 50, "checks whose decisions are timed to every viewer")
-	flag.StringVar(&o.only, "only", "", "run one phase: http, lib or ws")
+	flag.DurationVar(&o.checkInterval, "check-interval", 100*time.Millisecond, "the least time between two timed checks")
+	flag.BoolVar(&o.skipHTTP, "skip-http", false, "skip the HTTP phase")
+	flag.BoolVar(&o.skipLib, "skip-lib", false, "skip the library phase")
+	flag.BoolVar(&o.skipWS, "skip-ws", false, "skip the WebSocket fan-out phase")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
 	flag.Parse()
+	if err := o.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "ratescope-load:", err)
+		os.Exit(2)
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "ratescope-load:", err)
 		os.Exit(1)
 	}
 }
 
-func run(o options) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	raiseFileLimit()
-	var rep report
-	rep.header(o)
-
-	url := o.redisURL
-	if url == "" {
-		rs, err := startRedis()
-		if err != nil {
-			return err
-		}
-		defer rs.stop()
-		url = rs.url
-		rep.line("redis-server: started on %s (%s)", rs.addr, rs.version)
-	}
-	phases := map[string]func(context.Context, options, string, *report) error{
-		"http": measureHTTP, "lib": measureLibrary, "ws": measureFanOut,
-	}
-	for _, name := range []string{"http", "lib", "ws"} {
-		if o.only != "" && o.only != name {
-			continue
-		}
-		if err := phases[name](ctx, o, url, &rep); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
-	fmt.Print(rep.String())
-	if o.out != "" {
-		return os.WriteFile(o.out, []byte(rep.String()), 0o644)
+func (o options) validate() error {
+	switch {
+	case flag.NArg() > 0:
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	case o.duration < 100*time.Millisecond:
+		return errors.New("--duration must be at least 100ms")
+	case o.conns < 1, o.keys < 1, o.pipeline < 1, o.viewers < 1, o.checks < 1:
+		return errors.New("--conns, --keys, --pipeline, --viewers and --checks must be at least 1")
+	case o.checkInterval < 0:
+		return errors.New("--check-interval must not be negative")
 	}
 	return nil
 }
 
-// raiseFileLimit lets 10,000 viewers (two sockets each on this machine) open.
-func raiseFileLimit() {
-	var l syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
-		l.Cur = l.Max
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
-	}
+// env is what every phase gets: the options, the Redis to use, a folder for
+// the child processes' logs, and where the report goes.
+type env struct {
+	o        options
+	redisURL string
+	redis    *redisProc // nil with --redis-url
+	dir      string
+	rep      *report
 }
 
-type report struct{ b strings.Builder }
+// progress tells the operator what is going on; the report goes to stdout.
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "ratescope-load: "+format+"\n", args...)
+}
 
-func (r *report) line(format string, args ...any) { fmt.Fprintf(&r.b, format+"\n", args...) }
-func (r *report) String() string                  { return r.b.String() }
+func run(o options) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep := &report{}
+	m := describeMachine()
+	rep.header(o, m)
+	if n, err := raiseFileLimit(); err != nil {
+		rep.line("- open-file limit: %v", err)
+	} else {
+		rep.line("- open-file limit (RLIMIT_NOFILE) raised to the hard limit, %d, in this process and the server's", n)
+	}
 
-func (r *report) header(o options) {
-	cpu := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				cpu = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
-				break
-			}
+	dir, err := os.MkdirTemp("", "ratescope-load-")
+	if err != nil {
+		return fmt.Errorf("failed to create a temporary folder: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	e := &env{o: o, redisURL: o.redisURL, dir: dir, rep: rep}
+	if e.redisURL == "" {
+		rs, err := startRedis(ctx, dir)
+		if err != nil {
+			return err
+		}
+		defer rs.stop()
+		e.redis, e.redisURL = rs, rs.url
+		rep.line("- Redis: %s, started by this tool on %s (no persistence)", rs.version, rs.url)
+	} else {
+		rep.line("- Redis: %s (given with --redis-url; its CPU is not measured)", o.redisURL)
+	}
+
+	phases := []struct {
+		name string
+		skip bool
+		run  func(context.Context, *env) error
+	}{
+		{"HTTP", o.skipHTTP, measureHTTP},
+		{"library", o.skipLib, measureLibrary},
+		{"WebSocket fan-out", o.skipWS, measureFanOut},
+	}
+	var failed []string
+	for _, p := range phases {
+		if p.skip || ctx.Err() != nil {
+			continue
+		}
+		progress("%s phase…", p.name)
+		if err := p.run(ctx, e); err != nil {
+			failed = append(failed, p.name)
+			rep.line("")
+			rep.line("**The %s phase failed:** %v", p.name, err)
 		}
 	}
-	r.line("# ratescope-load, %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
-	r.line("")
-	r.line("machine: %s, %d cores visible to Go; load generator and server share them.", cpu, numCPU())
-	r.line("flags: duration %s, conns %d, viewers %d, checks %d", o.duration, o.conns, o.viewers, o.checks)
+	if ctx.Err() != nil {
+		rep.line("")
+		rep.line("**Interrupted**: the report is incomplete.")
+	}
+
+	fmt.Print(rep.String())
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(rep.String()), 0o644); err != nil {
+			return fmt.Errorf("failed to write the report to %s: %w", o.out, err)
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return errors.New("interrupted")
+	case len(failed) > 0:
+		return fmt.Errorf("failed phases: %v", failed)
+	}
+	return nil
 }

@@ -3,137 +3,280 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ratescope/ratescope/server"
 )
 
-func numCPU() int { return runtime.NumCPU() }
+// Start-up and shutdown bounds of the child processes.
+const (
+	startTimeout = 15 * time.Second
+	stopTimeout  = 10 * time.Second
+)
 
-// redisProc is a redis-server this tool started.
-type redisProc struct {
-	cmd          *exec.Cmd
-	addr, url    string
-	version, dir string
+// serveMain is the server under test: this binary re-executed as
+// "ratescope-load serve [flags]", so the server has a process (memory, CPU,
+// file descriptors) of its own. Flags are ratescope's; REDIS_URL comes from the
+// environment. It returns the exit code.
+func serveMain(args []string) int {
+	if _, err := raiseFileLimit(); err != nil {
+		fmt.Fprintln(os.Stderr, "serve: failed to raise the open-file limit:", err)
+	}
+	if err := server.Run(context.Background(), append([]string{"ratescope"}, args...), os.Getenv, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "serve:", err)
+		return 1
+	}
+	return 0
 }
 
-func startRedis() (*redisProc, error) {
+// raiseFileLimit lifts RLIMIT_NOFILE's soft limit to the hard limit, so
+// thousands of viewers can connect, and returns the limit now in force.
+func raiseFileLimit() (uint64, error) {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0, fmt.Errorf("failed to read RLIMIT_NOFILE: %w", err)
+	}
+	if l.Cur < l.Max {
+		l.Cur = l.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+			return 0, fmt.Errorf("failed to set RLIMIT_NOFILE to %d: %w", l.Max, err)
+		}
+	}
+	return l.Cur, nil
+}
+
+// child is a process this tool started and must stop: its own process group
+// (so a terminal's Ctrl-C reaches only this tool, which then stops it in
+// order), killed by the kernel should this tool die first.
+type child struct {
+	name   string
+	cmd    *exec.Cmd
+	log    string        // its stdout and stderr
+	exited chan struct{} // closed when it has exited
+}
+
+func startChild(name, logPath string, env []string, bin string, args ...string) (*child, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create %s's log: %w", name, err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	// Never share this tool's stdout: the report goes there.
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("failed to start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, log: logPath, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.exited) }()
+	return c, nil
+}
+
+// stop asks the process to end (SIGTERM) and kills it if it has not within
+// stopTimeout. Calling it again is harmless.
+func (c *child) stop() {
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+	case <-time.After(stopTimeout):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+	}
+}
+
+// logTail returns the last lines the process wrote, for error messages.
+func (c *child) logTail() string {
+	b, err := os.ReadFile(c.log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-5):], "\n")
+}
+
+// waitReady polls ready until it succeeds, the process exits, ctx ends or
+// startTimeout passes.
+func (c *child) waitReady(ctx context.Context, ready func() error) error {
+	deadline := time.Now().Add(startTimeout)
+	for {
+		err := ready()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("%s exited during start-up: %s", c.name, c.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not become ready within %s: %w", c.name, startTimeout, err)
+		}
+	}
+}
+
+// redisProc is a redis-server started by this tool on a free port of 127.0.0.1.
+type redisProc struct {
+	*child
+	url, version string
+}
+
+func startRedis(ctx context.Context, dir string) (*redisProc, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("failed to find redis-server (apt-get install -y redis-server, or pass --redis-url): %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+	version := "redis-server (version unknown)"
+	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil {
+		version = strings.TrimSpace(string(out))
 	}
-	dir, err := os.MkdirTemp("", "ratescope-load-")
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start redis-server: %w", err)
-	}
-	p := &redisProc{cmd: cmd, addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir}
-	p.url = "redis://" + p.addr + "/0"
-	if out, err := exec.Command(bin, "--version").Output(); err == nil {
-		p.version = strings.TrimSpace(string(out))
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", p.addr)
-		if err == nil {
-			c.Close()
-			return p, nil
+	var lastErr error
+	for range 3 { // another process may take the free port before redis-server does
+		port, err := freePort()
+		if err != nil {
+			return nil, err
 		}
-		if time.Now().After(deadline) {
-			p.stop()
-			return nil, fmt.Errorf("redis-server did not start: %w", err)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		c, err := startChild("redis-server", filepath.Join(dir, "redis.log"), os.Environ(), bin,
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--daemonize", "no", "--protected-mode", "no")
+		if err != nil {
+			return nil, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		if lastErr = c.waitReady(ctx, func() error { return pingRedis(addr) }); lastErr == nil {
+			return &redisProc{child: c, url: "redis://" + addr + "/0", version: version}, nil
+		}
+		c.stop()
+		if ctx.Err() != nil {
+			break
+		}
 	}
+	return nil, fmt.Errorf("failed to start redis-server: %w", lastErr)
 }
 
-func (p *redisProc) stop() {
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
-	_ = os.RemoveAll(p.dir)
+// pingRedis sends PING over a raw connection and expects +PONG.
+func pingRedis(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 7)
+	n, err := c.Read(buf)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(buf[:n]), "+PONG") {
+		return fmt.Errorf("unexpected reply %q", buf[:n])
+	}
+	return nil
 }
 
 // serverProc is the ratescope server under test, in its own process.
 type serverProc struct {
-	cmd  *exec.Cmd
-	addr string
+	*child
+	addr string // 127.0.0.1:port
 }
 
-// startServer re-executes this binary as "serve" with args and waits for /healthz.
-func startServer(ctx context.Context, redisURL string, args ...string) (*serverProc, error) {
+// startServer re-executes this binary as "serve" with REDIS_URL=redisURL and
+// args (ratescope flags) on a free port, and waits until /healthz answers.
+func startServer(ctx context.Context, dir, redisURL string, args ...string) (*serverProc, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("failed to find this program to re-execute it: %w", err)
 	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	cmd := exec.CommandContext(ctx, self, append([]string{"serve", "--addr", addr, "--redis-url", redisURL}, args...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("failed to start the server: %w", err)
-	}
-	s := &serverProc{cmd: cmd, addr: addr}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
+	env := append(os.Environ(), "REDIS_URL="+redisURL)
+	var lastErr error
+	for range 3 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		c, err := startChild("the ratescope server", filepath.Join(dir, "server.log"), env, self,
+			append([]string{"serve", "--addr", addr}, args...)...)
+		if err != nil {
+			return nil, err
+		}
+		s := &serverProc{child: c, addr: addr}
+		if lastErr = c.waitReady(ctx, s.healthz); lastErr == nil {
 			return s, nil
 		}
-		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("the server did not answer /healthz: %w", err)
+		c.stop()
+		if ctx.Err() != nil {
+			break
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return nil, fmt.Errorf("failed to start the ratescope server: %w", lastErr)
 }
 
-func (s *serverProc) stop() {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-done
-	}
-}
+var probe = &http.Client{Timeout: 2 * time.Second}
 
-// metric reads one unlabelled value from the server's /metrics.
-func (s *serverProc) metric(name string) (float64, error) {
-	resp, err := http.Get("http://" + s.addr + "/metrics")
+func (s *serverProc) healthz() error {
+	resp, err := probe.Get("http://" + s.addr + "/healthz")
 	if err != nil {
-		return 0, err
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/healthz answered %s", resp.Status)
+	}
+	return nil
+}
+
+// metrics reads the named unlabelled values from the server's /metrics.
+func (s *serverProc) metrics(names ...string) (map[string]float64, error) {
+	resp, err := probe.Get("http://" + s.addr + "/metrics")
+	if err != nil {
+		return nil, fmt.Errorf("failed to read /metrics: %w", err)
 	}
 	defer resp.Body.Close()
+	got := make(map[string]float64, len(names))
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(v, 64)
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("failed to read metric %s: %w", name, err)
+		}
+		got[name] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("failed to read /metrics: %w", err)
+	}
+	for _, n := range names {
+		if _, ok := got[n]; !ok {
+			return nil, fmt.Errorf("failed to find metric %s in /metrics", n)
 		}
 	}
-	return 0, fmt.Errorf("no metric %s", name)
+	return got, nil
 }
 
 func freePort() (int, error) {
@@ -143,4 +286,79 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// cpuMeter measures the CPU the load generator (this process), the server and
+// redis-server use during one measurement.
+type cpuMeter struct {
+	server, redis  int // pids; 0 when not ours to watch
+	start          time.Time
+	gen0, srv0, r0 time.Duration
+}
+
+// clockTick is the unit of /proc/<pid>/stat times (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+func newCPUMeter(srv *serverProc, rs *redisProc) *cpuMeter {
+	m := &cpuMeter{}
+	if srv != nil {
+		m.server = srv.cmd.Process.Pid
+	}
+	if rs != nil {
+		m.redis = rs.cmd.Process.Pid
+	}
+	m.start = time.Now()
+	m.gen0, m.srv0, m.r0 = selfCPU(), procCPU(m.server), procCPU(m.redis)
+	return m
+}
+
+// stop returns the cores used since newCPUMeter.
+func (m *cpuMeter) stop() cpuUse {
+	wall := time.Since(m.start).Seconds()
+	cores := func(pid int, t0, t1 time.Duration) float64 {
+		if pid == 0 || t0 < 0 || t1 < 0 {
+			return -1
+		}
+		return (t1 - t0).Seconds() / wall
+	}
+	return cpuUse{
+		gen:    cores(os.Getpid(), m.gen0, selfCPU()),
+		server: cores(m.server, m.srv0, procCPU(m.server)),
+		redis:  cores(m.redis, m.r0, procCPU(m.redis)),
+	}
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU reads utime+stime of pid from /proc; -1 when unknown.
+func procCPU(pid int) time.Duration {
+	if pid == 0 {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces:
+	// state is field 3, utime 14, stime 15.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return -1
+	}
+	return time.Duration(u+s) * clockTick
 }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report collects the Markdown report section by section.
+type report struct{ b strings.Builder }
+
+func (r *report) line(format string, args ...any) { fmt.Fprintf(&r.b, format+"\n", args...) }
+func (r *report) String() string                  { return r.b.String() }
+
+// machine describes where the run happens, for the report's header.
+type machine struct {
+	cpu      string // model name from /proc/cpuinfo
+	cores    int
+	goVer    string
+	revision string // the VCS revision the tool was built from, when stamped
+}
+
+func describeMachine() machine {
+	m := machine{cpu: "unknown CPU", cores: runtime.NumCPU(), goVer: strings.TrimPrefix(runtime.Version(), "go"), revision: "not stamped (go run)"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if name, ok := strings.CutPrefix(l, "model name"); ok {
+				m.cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = " (modified)"
+				}
+			}
+		}
+		if rev != "" {
+			m.revision = rev[:min(len(rev), 12)] + dirty
+		}
+	}
+	return m
+}
+
+func (r *report) header(o options, m machine) {
+	r.line("# ratescope-load report, %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	r.line("")
+	r.line("- machine: %s, %d cores; Go %s; build %s", m.cpu, m.cores, m.goVer, m.revision)
+	r.line("- the load generator, the server process and redis-server all share these %d cores:", m.cores)
+	r.line("  every figure is a lower bound of what a server with the machine to itself would do")
+	r.line("- flags: --duration %s --conns %d --keys %d --pipeline %d --viewers %d --checks %d --check-interval %s",
+		o.duration, o.conns, o.keys, o.pipeline, o.viewers, o.checks, o.checkInterval)
+}
+
+// latencies summarises durations.
+type latencies []time.Duration
+
+// sorted returns a sorted copy, so percentiles can be read from it.
+func (l latencies) sorted() latencies {
+	s := slices.Clone(l)
+	slices.Sort(s)
+	return s
+}
+
+// pct reads the p-quantile (0 ≤ p ≤ 1) of a sorted list.
+func (l latencies) pct(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	return l[min(len(l)-1, int(float64(len(l))*p))]
+}
+
+// cells gives "p50 | p90 | p99 | max" table cells.
+func (l latencies) cells() string {
+	s := l.sorted()
+	return fmt.Sprintf("%s | %s | %s | %s", ms(s.pct(.50)), ms(s.pct(.90)), ms(s.pct(.99)), ms(s.pct(1)))
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+// verdict says whether got meets a "≥ want" target.
+func verdict(got, want float64) string {
+	if got >= want {
+		return "met"
+	}
+	return "**not met**"
+}
+
+// atMost says whether got meets a "≤ want" target.
+func atMost(got, want float64) string {
+	if got <= want {
+		return "met"
+	}
+	return "**not met**"
+}
+
+// cpuUse is the CPU time the processes of one run used, in cores (CPU seconds
+// per wall second); a negative value means unknown.
+type cpuUse struct{ gen, server, redis float64 }
+
+func (c cpuUse) String() string {
+	f := func(v float64) string {
+		if v < 0 {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("load generator %s · server %s · redis-server %s cores", f(c.gen), f(c.server), f(c.redis))
+}
