@@ -59,6 +59,9 @@ func (r *report) header(o options, m machine) {
 	r.line("- machine: %s, %d cores; Go %s; build %s", m.cpu, m.cores, m.goVer, m.revision)
 	r.line("- the load generator, the server process and redis-server all share these %d cores:", m.cores)
 	r.line("  every figure is a lower bound of what a server with the machine to itself would do")
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		r.line("- load average at the start (1, 5, 15 min): %s — other work on the machine skews every figure", strings.Join(strings.Fields(string(b))[:3], ", "))
+	}
 	r.line("- flags: --duration %s --conns %d --keys %d --pipeline %d --viewers %d --checks %d --check-interval %s",
 		o.duration, o.conns, o.keys, o.pipeline, o.viewers, o.checks, o.checkInterval)
 }
@@ -107,7 +110,7 @@ func atMost(got, want float64) string {
 
 // cpuUse is the CPU time the processes of one run used, in cores (CPU seconds
 // per wall second); a negative value means unknown.
-type cpuUse struct{ gen, server, redis float64 }
+type cpuUse struct{ gen, server, redis, all float64 }
 
 func (c cpuUse) String() string {
 	f := func(v float64) string {
@@ -116,5 +119,10 @@ func (c cpuUse) String() string {
 		}
 		return fmt.Sprintf("%.2f", v)
 	}
-	return fmt.Sprintf("load generator %s · server %s · redis-server %s cores", f(c.gen), f(c.server), f(c.redis))
+	other := -1.0
+	if c.all >= 0 && c.gen >= 0 && c.server >= 0 {
+		other = max(0, c.all-c.gen-c.server-max(0, c.redis))
+	}
+	return fmt.Sprintf("load generator %s · server %s · redis-server %s · anything else (kernel softirq, other processes) %s · whole machine %s of %d cores",
+		f(c.gen), f(c.server), f(c.redis), f(other), f(c.all), runtime.NumCPU())
 }

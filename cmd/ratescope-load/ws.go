@@ -287,6 +287,7 @@ func (c *crowd) timeChecks(ctx context.Context, o options, checkURL string) (tim
 		if id == "" {
 			// No decision, nothing to time; the report counts it.
 			t.undecided[status]++
+			progress("  check %d: answered %d without a decision", k+1, status)
 			if err := sleep(ctx, time.Until(t0.Add(o.checkInterval))); err != nil {
 				return t, err
 			}
