@@ -48,48 +48,67 @@ func measureHTTP(ctx context.Context, e *env) error {
 		return http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/v1/check?policy=load&key=load-%d", base, key), nil)
 	}
 
-	runs := []struct {
-		name string
-		req  func(worker, i int) (*http.Request, error)
-		res  httpResult
-		cpu  cpuUse
-	}{
-		{name: "GET /healthz (baseline)", req: healthz},
-		{name: "POST /api/v1/check", req: check},
+	runs := []*httpRun{
+		{name: "GET /healthz (baseline)", req: healthz, byStatus: map[int]int{}},
+		{name: "POST /api/v1/check", req: check, byStatus: map[int]int{}},
 	}
-	for i := range runs {
-		r := &runs[i]
+	for _, r := range runs {
 		if _, err := drive(ctx, client, o.conns, httpWarmup, r.req); err != nil {
 			return fmt.Errorf("failed to warm up %s: %w", r.name, err)
 		}
-		progress("  %s for %s", r.name, o.duration)
-		meter := newCPUMeter(srv, e.redis)
-		if r.res, err = drive(ctx, client, o.conns, o.duration, r.req); err != nil {
-			return fmt.Errorf("failed to measure %s: %w", r.name, err)
+	}
+	progress("  %d rounds of %s per endpoint", o.rounds, o.slice())
+	for range o.rounds {
+		for _, r := range runs {
+			meter := newCPUMeter(srv, e.redis)
+			res, err := drive(ctx, client, o.conns, o.slice(), r.req)
+			if err != nil {
+				return fmt.Errorf("failed to measure %s: %w", r.name, err)
+			}
+			r.add(res, meter.stop())
 		}
-		r.cpu = meter.stop()
 	}
 
 	rep := e.rep
 	rep.line("")
 	rep.line("## HTTP: /api/v1/check against /healthz")
 	rep.line("")
-	rep.line("%d keep-alive connections from one Go HTTP client, %s each after a %s warm-up; the server in its own process with `--policy %s`, checks spread over %d keys (all allowed).",
+	rep.line("%d keep-alive connections from one Go HTTP client, %s per endpoint after a %s warm-up; the server in its own process with `--policy %s`, checks spread over %d keys (all allowed). Latency percentiles are over every request of every round.",
 		o.conns, o.duration, httpWarmup, httpPolicy, o.keys)
 	rep.line("")
-	rep.line("| endpoint | req/s | p50 | p90 | p99 | max | answers |")
-	rep.line("|---|---:|---:|---:|---:|---:|---|")
+	rep.line("| endpoint | req/s (median) | min–max | p50 | p90 | p99 | max | answers |")
+	rep.line("|---|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range runs {
-		rep.line("| %s | %.0f | %s | %s |", r.name, r.res.rate(), r.res.lat.cells(), r.res.statuses())
+		rep.line("| %s | %.0f | %s | %s | %s |", r.name, median(r.rates), spread("%.0f", r.rates), r.lat.cells(), statuses(r.byStatus))
 	}
 	rep.line("")
 	for _, r := range runs {
-		rep.line("- CPU during %s: %s", r.name, r.cpu)
+		rep.line("- CPU during %s: %s", r.name, meanCPU(r.cpus))
 	}
-	ratio := runs[1].res.rate() / runs[0].res.rate()
+	ratio := ratios(runs[1].rates, runs[0].rates)
 	rep.line("")
-	rep.line("check / healthz = **%.2f** (target ≥ 0.6: %s; a plain Echo + go-redis check measured 0.29 here)", ratio, verdict(ratio, 0.6))
+	rep.line("check / healthz = **%.2f** (rounds: %s; target ≥ 0.6: %s; a plain Echo + go-redis check measured 0.29 here)",
+		median(ratio), spread("%.2f", ratio), verdict(median(ratio), 0.6))
 	return nil
+}
+
+// httpRun accumulates one endpoint's rounds.
+type httpRun struct {
+	name     string
+	req      func(worker, i int) (*http.Request, error)
+	rates    []float64
+	lat      latencies
+	byStatus map[int]int
+	cpus     []cpuUse
+}
+
+func (r *httpRun) add(res httpResult, cpu cpuUse) {
+	r.rates = append(r.rates, res.rate())
+	r.lat = append(r.lat, res.lat...)
+	for k, v := range res.byStatus {
+		r.byStatus[k] += v
+	}
+	r.cpus = append(r.cpus, cpu)
 }
 
 // httpResult is one run's outcome.
@@ -101,10 +120,10 @@ type httpResult struct {
 
 func (r httpResult) rate() float64 { return float64(len(r.lat)) / r.took.Seconds() }
 
-func (r httpResult) statuses() string {
+func statuses(byStatus map[int]int) string {
 	var parts []string
-	for _, code := range slices.Sorted(maps.Keys(r.byStatus)) {
-		parts = append(parts, fmt.Sprintf("%d × %d", r.byStatus[code], code))
+	for _, code := range slices.Sorted(maps.Keys(byStatus)) {
+		parts = append(parts, fmt.Sprintf("%d × %d", byStatus[code], code))
 	}
 	return strings.Join(parts, ", ")
 }

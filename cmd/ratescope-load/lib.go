@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +27,11 @@ type libRun struct {
 	// call performs checks (one, or a pipeline of them) and says how many.
 	call func(ctx context.Context, i int64) (int, error)
 
-	rate float64
-	cpu  cpuUse
+	rates []float64 // checks/s, one per round
+	cpus  []cpuUse  // one per round
+	gen   []float64 // µs of Go client CPU per check, one per round
+	redis []float64 // µs of redis-server CPU per check, one per round
+	depth []float64 // scripts Redis ran per read from a socket, one per round
 }
 
 // measureLibrary compares, in this process and on the same Redis, Limiter.Allow
@@ -97,41 +103,67 @@ func measureLibrary(ctx context.Context, e *env) error {
 	if _, err := forDuration(ctx, o.conns, time.Second, runs[0].call); err != nil {
 		return fmt.Errorf("failed to warm up: %w", err)
 	}
-	for _, r := range runs {
-		progress("  %s for %s", r.name, o.duration)
-		meter := newCPUMeter(nil, e.redis)
-		if r.rate, err = forDuration(ctx, r.workers, o.duration, r.call); err != nil {
-			return fmt.Errorf("failed to measure %s: %w", r.name, err)
+	progress("  %d rounds of %s per variant", o.rounds, o.slice())
+	for range o.rounds {
+		for _, r := range runs {
+			c0, err := readRedisCounters(ctx, rdb)
+			if err != nil {
+				return err
+			}
+			meter := newCPUMeter(nil, e.redis)
+			rate, err := forDuration(ctx, r.workers, o.slice(), r.call)
+			if err != nil {
+				return fmt.Errorf("failed to measure %s: %w", r.name, err)
+			}
+			cpu := meter.stop()
+			c1, err := readRedisCounters(ctx, rdb)
+			if err != nil {
+				return err
+			}
+			r.depth = append(r.depth, float64(c1.scripts-c0.scripts)/float64(max(1, c1.reads-c0.reads)))
+			r.rates, r.cpus = append(r.rates, rate), append(r.cpus, cpu)
+			r.gen, r.redis = append(r.gen, perCheck(cpu.gen, rate)), append(r.redis, perCheck(cpu.redis, rate))
 		}
-		r.cpu = meter.stop()
 	}
 
 	rep := e.rep
 	rep.line("")
 	rep.line("## Library: limiter.Allow against raw calls of the same script")
 	rep.line("")
-	rep.line("In the load tool's own process, one go-redis client (pool of %d connections, no retries, as the server sets it), %s per row, policy `%s` over %d keys (every check allowed and recorded). \"µs CPU per check\" is CPU time divided by checks done.",
+	rep.line("In the load tool's own process, one go-redis client (pool of %d connections, no retries, as the server sets it), %s per variant, policy `%s` over %d keys (every check allowed and recorded). \"µs CPU per check\" is CPU time divided by checks done; \"scripts per socket read\" (from INFO: EVALSHA and EVAL calls / total_reads_processed) is about the pipeline depth Redis sees. Medians over the rounds.",
 		opt.PoolSize, o.duration, libPolicy, o.keys)
 	rep.line("")
-	rep.line("| client | checks/s | µs CPU per check, Go client | µs CPU per check, redis-server |")
-	rep.line("|---|---:|---:|---:|")
+	rep.line("| client | checks/s (median) | min–max | µs CPU per check, Go client | µs CPU per check, redis-server | scripts per socket read in Redis |")
+	rep.line("|---|---:|---:|---:|---:|---:|")
 	for _, r := range runs {
-		rep.line("| %s | %.0f | %s | %s |", r.name, r.rate, perCheck(r.cpu.gen, r.rate), perCheck(r.cpu.redis, r.rate))
+		rep.line("| %s | %.0f | %s | %s | %s | %.1f |", r.name, median(r.rates), spread("%.0f", r.rates), micros(r.gen), micros(r.redis), median(r.depth))
 	}
-	lim, plain, pipeWide, pipeNarrow, run := runs[0].rate, runs[1].rate, runs[2].rate, runs[3].rate, runs[4].rate
 	rep.line("")
-	rep.line("- batched limiter / pipelined EVALSHA (%d goroutines) = **%.2f** (target ≥ 0.8: %s); against %d goroutines × %d, the same %d checks in flight as the limiter's callers: %.2f",
-		o.conns, lim/pipeWide, verdict(lim/pipeWide, 0.8), max(1, o.conns/o.pipeline), o.pipeline, o.conns, lim/pipeNarrow)
-	rep.line("- batched limiter / Script.Run = **%.2f** (target ≥ 2: %s)", lim/run, verdict(lim/run, 2))
-	rep.line("- batched limiter / the same limiter WithoutBatching = %.2f", lim/plain)
+	rep.line("- CPU during the batched limiter's rounds: %s", meanCPU(runs[0].cpus))
+	lim := runs[0].rates
+	toPipe, toNarrow, toRun, toPlain := ratios(lim, runs[2].rates), ratios(lim, runs[3].rates), ratios(lim, runs[4].rates), ratios(lim, runs[1].rates)
+	rep.line("- batched limiter / pipelined EVALSHA (%d goroutines) = **%.2f** (rounds: %s; target ≥ 0.8: %s); against %d goroutines × %d, the same %d checks in flight as the limiter's callers: %.2f (%s)",
+		o.conns, median(toPipe), spread("%.2f", toPipe), verdict(median(toPipe), 0.8), max(1, o.conns/o.pipeline), o.pipeline, o.conns, median(toNarrow), spread("%.2f", toNarrow))
+	rep.line("- batched limiter / Script.Run = **%.2f** (rounds: %s; target ≥ 2: %s)", median(toRun), spread("%.2f", toRun), verdict(median(toRun), 2))
+	rep.line("- batched limiter / the same limiter WithoutBatching = %.2f (%s)", median(toPlain), spread("%.2f", toPlain))
 	return nil
 }
 
-func perCheck(cores, rate float64) string {
+// perCheck turns cores used at rate checks/s into µs of CPU per check; -1
+// when unknown.
+func perCheck(cores, rate float64) float64 {
 	if cores < 0 || rate <= 0 {
+		return -1
+	}
+	return cores / rate * 1e6
+}
+
+// micros gives the median of per-check CPU figures, "n/a" when unknown.
+func micros(xs []float64) string {
+	if len(xs) == 0 || slices.Min(xs) < 0 {
 		return "n/a"
 	}
-	return fmt.Sprintf("%.1f", cores/rate*1e6)
+	return fmt.Sprintf("%.1f", median(xs))
 }
 
 // forDuration calls fn from workers goroutines for d and returns checks per
@@ -166,4 +198,37 @@ func forDuration(ctx context.Context, workers int, d time.Duration, fn func(cont
 		return 0, err
 	}
 	return float64(done.Load()) / took.Seconds(), nil
+}
+
+// redisCounters are INFO counters of the Redis under test: scripts run
+// (EVALSHA and EVAL calls; the commands inside scripts count separately in
+// total_commands_processed) and reads from client sockets.
+type redisCounters struct{ scripts, reads int64 }
+
+func readRedisCounters(ctx context.Context, rdb *redis.Client) (redisCounters, error) {
+	info, err := rdb.Info(ctx, "stats", "commandstats").Result()
+	if err != nil {
+		return redisCounters{}, fmt.Errorf("failed to read INFO: %w", err)
+	}
+	var c redisCounters
+	for line := range strings.SplitSeq(info, "\n") {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok {
+			continue
+		}
+		var n int64
+		switch name {
+		case "total_reads_processed":
+			n, err = strconv.ParseInt(value, 10, 64)
+			c.reads = n
+		case "cmdstat_evalsha", "cmdstat_eval":
+			calls, _, _ := strings.Cut(strings.TrimPrefix(value, "calls="), ",")
+			n, err = strconv.ParseInt(calls, 10, 64)
+			c.scripts += n
+		}
+		if err != nil {
+			return redisCounters{}, fmt.Errorf("failed to read INFO %s: %w", name, err)
+		}
+	}
+	return c, nil
 }

@@ -32,6 +32,7 @@ import (
 type options struct {
 	redisURL      string
 	duration      time.Duration
+	rounds        int
 	conns         int
 	keys          int
 	pipeline      int
@@ -50,7 +51,8 @@ func main() {
 	}
 	var o options
 	flag.StringVar(&o.redisURL, "redis-url", "", "a Redis to use (redis://host:port/db); empty starts a redis-server on a free port")
-	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each throughput measurement runs")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each throughput variant runs in all")
+	flag.IntVar(&o.rounds, "rounds", 5, "interleaved rounds the duration of each throughput variant is split into")
 	flag.IntVar(&o.conns, "conns", 64, "concurrent HTTP connections, and goroutines calling the library")
 	flag.IntVar(&o.keys, "keys", 10000, "distinct client keys the HTTP and library load spreads over")
 	flag.IntVar(&o.pipeline, "pipeline", 16, "EVALSHA calls per pipeline in the raw baseline")
@@ -76,8 +78,10 @@ func (o options) validate() error {
 	switch {
 	case flag.NArg() > 0:
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
-	case o.duration < 100*time.Millisecond:
-		return errors.New("--duration must be at least 100ms")
+	case o.rounds < 1:
+		return errors.New("--rounds must be at least 1")
+	case o.slice() < 100*time.Millisecond:
+		return errors.New("--duration / --rounds must be at least 100ms")
 	case o.conns < 1, o.keys < 1, o.pipeline < 1, o.viewers < 1, o.checks < 1:
 		return errors.New("--conns, --keys, --pipeline, --viewers and --checks must be at least 1")
 	case o.checkInterval < 0:
@@ -85,6 +89,9 @@ func (o options) validate() error {
 	}
 	return nil
 }
+
+// slice is how long one variant runs in one round.
+func (o options) slice() time.Duration { return o.duration / time.Duration(o.rounds) }
 
 // env is what every phase gets: the options, the Redis to use, a folder for
 // the child processes' logs, and where the report goes.

@@ -62,8 +62,10 @@ func (r *report) header(o options, m machine) {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		r.line("- load average at the start (1, 5, 15 min): %s — other work on the machine skews every figure", strings.Join(strings.Fields(string(b))[:3], ", "))
 	}
-	r.line("- flags: --duration %s --conns %d --keys %d --pipeline %d --viewers %d --checks %d --check-interval %s",
-		o.duration, o.conns, o.keys, o.pipeline, o.viewers, o.checks, o.checkInterval)
+	r.line("- flags: --duration %s --rounds %d --conns %d --keys %d --pipeline %d --viewers %d --checks %d --check-interval %s",
+		o.duration, o.rounds, o.conns, o.keys, o.pipeline, o.viewers, o.checks, o.checkInterval)
+	r.line("- throughput phases interleave their variants: %d rounds of %s each, every variant once per round, so drift on a shared machine hits all alike; rates and ratios are medians over the rounds (min–max alongside)",
+		o.rounds, o.slice())
 }
 
 // latencies summarises durations.
@@ -108,21 +110,32 @@ func atMost(got, want float64) string {
 	return "**not met**"
 }
 
-// cpuUse is the CPU time the processes of one run used, in cores (CPU seconds
-// per wall second); a negative value means unknown.
-type cpuUse struct{ gen, server, redis, all float64 }
+// median of xs (0 when empty).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
 
-func (c cpuUse) String() string {
-	f := func(v float64) string {
-		if v < 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f", v)
+// spread gives "min–max" of xs with the given format.
+func spread(format string, xs []float64) string {
+	if len(xs) == 0 {
+		return ""
 	}
-	other := -1.0
-	if c.all >= 0 && c.gen >= 0 && c.server >= 0 {
-		other = max(0, c.all-c.gen-c.server-max(0, c.redis))
+	return fmt.Sprintf(format+"–"+format, slices.Min(xs), slices.Max(xs))
+}
+
+// ratios divides a[i] by b[i], round by round.
+func ratios(a, b []float64) []float64 {
+	r := make([]float64, min(len(a), len(b)))
+	for i := range r {
+		r[i] = a[i] / b[i]
 	}
-	return fmt.Sprintf("load generator %s · server %s · redis-server %s · anything else (kernel softirq, other processes) %s · whole machine %s of %d cores",
-		f(c.gen), f(c.server), f(c.redis), f(other), f(c.all), runtime.NumCPU())
+	return r
 }

@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,14 +238,10 @@ func (c *crowd) connect(ctx context.Context, url string, readers *sync.WaitGroup
 
 // statusCounts gives " (10 × 503)" for checks answered without a decision.
 func statusCounts(m map[int]int) string {
-	var parts []string
-	for _, code := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, fmt.Sprintf("%d × %d", m[code], code))
-	}
-	if len(parts) == 0 {
+	if len(m) == 0 {
 		return ""
 	}
-	return " (" + strings.Join(parts, ", ") + ")"
+	return " (" + statuses(m) + ")"
 }
 
 func (c *crowd) reasons() string {
