@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net"
 	"strings"
 	"sync"
@@ -27,6 +28,29 @@ const (
 	resubscribeBackoff = 500 * time.Millisecond
 	subscribeTimeout   = 2 * time.Second
 	pubsubIdle         = 2 * time.Second // ping the subscription after this long without messages
+
+	// fanoutBudget is how many frames a second one instance spends on each
+	// periodic message — clock ticks, one window's snapshots, one window's
+	// viewer counts — before it sends them less often. A frame costs about
+	// 10 µs of CPU on a 2-core VM (BENCHMARKS.md), so this is a fifth of a
+	// core; audiences up to 2,000 viewers (at 100 ms ticks) are not thinned.
+	// Decisions, resets and races are never thinned.
+	fanoutBudget = 20_000
+)
+
+// thin returns how many periods apart a message sent to n viewers every period
+// must be to stay within fanoutBudget: 1 for small audiences.
+func thin(n int, period time.Duration) int {
+	perSecond := float64(time.Second) / float64(period)
+	return max(1, int(math.Ceil(float64(n)*perSecond/fanoutBudget)))
+}
+
+// Messages a newer one supersedes: a viewer that has not yet been sent the last
+// tick or viewer count gets only the newest (hub.PublishLatest), so a busy
+// instance sends fewer of them instead of queueing decisions behind stale ones.
+const (
+	kindTick hub.Kind = iota
+	kindViewers
 )
 
 // live feeds the viewers of this instance: the clock, snapshots, and the
@@ -144,6 +168,7 @@ func (l *live) setStatus(up bool) bool {
 func (l *live) tickLoop(ctx context.Context) {
 	t := time.NewTicker(l.a.cfg.TickInterval)
 	defer t.Stop()
+	var round uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,41 +192,59 @@ func (l *live) tickLoop(ctx context.Context) {
 		l.setStatus(true)
 		ms := now.UnixMilli()
 		l.lastNow.Store(&clockReading{redisMs: ms, at: time.Now()})
-		if l.hub.Total() > 0 {
-			l.hub.Broadcast(encode(tickMsg{Type: "tick", NowMs: ms}))
+		if n := l.hub.Total(); n > 0 {
+			// A large audience gets the clock in turns; the page interpolates.
+			every := uint64(thin(n, l.a.cfg.TickInterval))
+			l.hub.BroadcastLatestShare(kindTick, encode(tickMsg{Type: "tick", NowMs: ms}), every, round)
+			round++
 		}
 	}
 }
 
 // snapshotLoop sends each watched window's snapshot after changes (at most one
-// per snapshotCoalesce) and every snapshotEvery.
+// per snapshotCoalesce, spaced further for large audiences) and every
+// snapshotEvery.
 func (l *live) snapshotLoop(ctx context.Context) {
 	t := time.NewTicker(snapshotCoalesce)
 	defer t.Stop()
-	lastFull := time.Now()
-	for {
+	full := int(snapshotEvery / snapshotCoalesce)
+	sent := map[string]int{} // topic → the round its last snapshot went out
+	for round := 0; ; round++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		l.mu.Lock()
-		due := l.dirty
+		dirty := l.dirty
 		l.dirty = map[string]struct{}{}
 		l.mu.Unlock()
-		if time.Since(lastFull) >= snapshotEvery {
-			lastFull = time.Now()
-			for _, topic := range l.hub.Topics() {
-				due[topic] = struct{}{}
+		watched := l.hub.Topics()
+		for _, topic := range watched {
+			last, seen := sent[topic]
+			if !seen {
+				last, sent[topic] = round, round // its viewers got one on connect
 			}
-		}
-		for topic := range due {
-			if l.hub.Count(topic) == 0 {
+			_, changed := dirty[topic]
+			since := round - last
+			gap := min(thin(l.hub.Count(topic), snapshotCoalesce), full)
+			if since < full && !(changed && since >= gap) {
+				if changed {
+					l.markDirty(topic) // not yet: keep it for a later round
+				}
 				continue
 			}
+			sent[topic] = round
 			if msg, ok := l.snapshot(ctx, topic); ok {
 				l.hub.Publish(topic, msg)
 			}
+		}
+		if len(sent) > len(watched) { // forget windows nobody watches any more
+			keep := make(map[string]int, len(watched))
+			for _, topic := range watched {
+				keep[topic] = sent[topic]
+			}
+			sent = keep
 		}
 	}
 }
@@ -437,7 +480,7 @@ func (l *live) announceViewers(topic string, always bool) {
 	}
 	l.mu.Unlock()
 	if (changed || always) && local > 0 {
-		l.hub.Publish(topic, encode(viewersMsg{Type: "viewers", Count: total}))
+		l.hub.PublishLatest(topic, kindViewers, encode(viewersMsg{Type: "viewers", Count: total}))
 	}
 }
 
@@ -446,7 +489,9 @@ func (l *live) presenceLoop(ctx context.Context) {
 	defer t.Stop()
 	last := time.Now()
 	quiet := true
-	for {
+	full := int(presenceEvery / snapshotCoalesce)
+	announced := map[string]int{} // topic → the round its count last went out
+	for round := 0; ; round++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -465,6 +510,19 @@ func (l *live) presenceLoop(ctx context.Context) {
 		}
 		l.mu.Unlock()
 		for topic := range announce {
+			n := l.hub.Count(topic)
+			if n == 0 {
+				delete(announced, topic)
+				l.announceViewers(topic, true) // keeps the bookkeeping; sends nothing
+				continue
+			}
+			if last, ok := announced[topic]; ok && round-last < min(thin(n, snapshotCoalesce), full) {
+				l.mu.Lock()
+				l.viewersDue[topic] = struct{}{} // a large audience: count it again later
+				l.mu.Unlock()
+				continue
+			}
+			announced[topic] = round
 			l.announceViewers(topic, true) // new viewers need the count too
 		}
 		for _, topic := range sweep { // let expired instances fall out

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -57,18 +58,38 @@ func (l *live) serve(conn *websocket.Conn, key string, pol limiter.Policy) {
 	sub := l.hub.Subscribe(topic)
 	defer sub.Close()
 
-	// A viewer that falls behind is dropped by the hub; its blocked write
-	// then ends within wsWriteTimeout. (Watching for the drop to cut the write
-	// short would cost a goroutine per viewer.)
+	// Writes carry no context (that would cost a timer and a callback per
+	// frame, ten frames a second per viewer); a watchdog armed around each
+	// write closes a connection that takes longer than wsWriteTimeout. A
+	// viewer that falls behind is dropped by the hub; its blocked write then
+	// ends the same way.
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(time.Hour, func() {
+		stalled.Store(true)
+		_ = conn.CloseNow()
+	})
+	watchdog.Stop()
+	defer watchdog.Stop()
 	write := func(msg []byte) error {
-		wctx, cancel := context.WithTimeout(ctx, wsWriteTimeout)
-		defer cancel()
-		return conn.Write(wctx, websocket.MessageText, msg)
+		watchdog.Reset(wsWriteTimeout)
+		err := conn.Write(context.Background(), websocket.MessageText, msg)
+		watchdog.Stop()
+		return err
 	}
 	fellBehind := func() {
 		l.a.metrics.wsDropped.Inc()
 		l.a.log.Warn("dropped a viewer that fell behind", "key", key, "policy", pol.Name)
 		_ = conn.Close(websocket.StatusTryAgainLater, "fell behind")
+	}
+
+	deliver := func(m []byte) bool {
+		if write(m) == nil {
+			return true
+		}
+		if errors.Is(sub.Err(), hub.ErrSlow) || stalled.Load() {
+			fellBehind()
+		}
+		return false
 	}
 
 	first := [][]byte{
@@ -86,14 +107,26 @@ func (l *live) serve(conn *websocket.Conn, key string, pol limiter.Policy) {
 
 	ping := time.NewTicker(wsPingInterval)
 	defer ping.Stop()
+	var latest [][]byte
 	for {
 		select {
 		case m := <-sub.C():
-			if write(m) != nil {
-				if errors.Is(sub.Err(), hub.ErrSlow) {
-					fellBehind()
-				}
+			if !deliver(m) {
 				return
+			}
+		case <-sub.Pending():
+			// Queued messages (decisions, snapshots) go before the newest
+			// tick and viewer count, which replaced any this viewer missed.
+			for queued := len(sub.C()); queued > 0; queued-- {
+				if !deliver(<-sub.C()) {
+					return
+				}
+			}
+			latest = sub.Latest(latest[:0])
+			for _, m := range latest {
+				if !deliver(m) {
+					return
+				}
 			}
 		case <-sub.Done():
 			if errors.Is(sub.Err(), hub.ErrSlow) {

@@ -4,6 +4,13 @@
 // window's topic and writes whatever arrives, so the fan-out can be tested with plain
 // channels. Publishing never blocks; a subscriber that falls behind is dropped rather
 // than allowed to hold the others back.
+//
+// Messages come in two sorts. Queued ones (Publish, Broadcast) each reach every
+// subscriber, in order. "Latest" ones (PublishLatest, BroadcastLatest) are states
+// that a newer message of the same kind supersedes — a clock tick, a viewer count:
+// each subscriber holds at most one of each kind, and a newer one replaces it
+// unread. They never fill a buffer, so a busy machine sends fewer ticks instead of
+// queueing decisions behind stale ones.
 package hub
 
 import (
@@ -11,7 +18,14 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
+
+// Kind names a sort of "latest" message, 0 to Kinds-1.
+type Kind uint8
+
+// Kinds is how many kinds of "latest" message a subscription holds.
+const Kinds = 4
 
 // DefaultBuffer is the per-subscriber queue length. It absorbs a burst of decisions
 // between two writes to a socket; a viewer further behind than that is dropped.
@@ -32,6 +46,7 @@ type Hub struct {
 	mu     sync.Mutex
 	topics map[string]map[*Subscription]struct{} // no empty inner maps
 	total  int
+	seq    uint64 // numbers subscriptions, for BroadcastLatestShare
 	closed bool
 }
 
@@ -65,7 +80,7 @@ func New(opts ...Option) *Hub {
 // Subscribe adds a subscriber to topic. After Close it returns a subscription that is
 // already done with ErrClosed, so callers need no separate check.
 func (h *Hub) Subscribe(topic string) *Subscription {
-	s := &Subscription{hub: h, topic: topic, c: make(chan []byte, h.buffer), done: make(chan struct{})}
+	s := &Subscription{hub: h, topic: topic, c: make(chan []byte, h.buffer), done: make(chan struct{}), pending: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -79,6 +94,8 @@ func (h *Hub) Subscribe(topic string) *Subscription {
 	}
 	subs[s] = struct{}{}
 	h.total++
+	h.seq++
+	s.seq = h.seq
 	n := len(subs)
 	h.mu.Unlock()
 	h.notify(topic, n)
@@ -121,6 +138,53 @@ func (h *Hub) Broadcast(msg []byte) {
 	for _, c := range changed {
 		h.notify(c.topic, c.n)
 	}
+}
+
+// PublishLatest offers msg, of kind k, to every subscriber of topic in place of
+// any message of that kind it has not taken yet. It never blocks and never drops
+// a subscriber. msg is shared and must not be modified afterwards.
+func (h *Hub) PublishLatest(topic string, k Kind, msg []byte) {
+	p := &msg // one pointer shared by all, so offering allocates nothing per subscriber
+	h.mu.Lock()
+	for s := range h.topics[topic] {
+		s.offer(k, p)
+	}
+	h.mu.Unlock()
+}
+
+// BroadcastLatest is PublishLatest to every subscriber of every topic, so one
+// encoded clock tick serves all viewers.
+func (h *Hub) BroadcastLatest(k Kind, msg []byte) {
+	p := &msg
+	h.mu.Lock()
+	for _, subs := range h.topics {
+		for s := range subs {
+			s.offer(k, p)
+		}
+	}
+	h.mu.Unlock()
+}
+
+// BroadcastLatestShare is BroadcastLatest to one subscriber in every `every`:
+// those numbered phase modulo every. Called with phase 0, 1, 2… it reaches each
+// subscriber once per `every` calls, so a clock can serve a large audience in
+// turns. every below 2 means everyone.
+func (h *Hub) BroadcastLatestShare(k Kind, msg []byte, every, phase uint64) {
+	if every < 2 {
+		h.BroadcastLatest(k, msg)
+		return
+	}
+	p := &msg
+	phase %= every
+	h.mu.Lock()
+	for _, subs := range h.topics {
+		for s := range subs {
+			if s.seq%every == phase {
+				s.offer(k, p)
+			}
+		}
+	}
+	h.mu.Unlock()
 }
 
 // send delivers msg to subs without blocking and reports whether any subscriber was
@@ -201,10 +265,37 @@ func (h *Hub) Close() {
 type Subscription struct {
 	hub   *Hub
 	topic string
+	seq   uint64
 	c     chan []byte
 	done  chan struct{}
 	once  sync.Once
 	err   error // written once, before done is closed
+
+	latest  [Kinds]atomic.Pointer[[]byte]
+	pending chan struct{} // holds a token while some latest slot may be full
+}
+
+func (s *Subscription) offer(k Kind, msg *[]byte) {
+	s.latest[k%Kinds].Store(msg)
+	select {
+	case s.pending <- struct{}{}:
+	default: // a token is there already
+	}
+}
+
+// Pending receives when "latest" messages may be waiting; call Latest then. It is
+// a hint: Latest may find them taken already by an earlier call.
+func (s *Subscription) Pending() <-chan struct{} { return s.pending }
+
+// Latest takes the waiting "latest" messages, in Kind order, appending them to
+// dst. Each is returned once.
+func (s *Subscription) Latest(dst [][]byte) [][]byte {
+	for i := range s.latest {
+		if m := s.latest[i].Swap(nil); m != nil {
+			dst = append(dst, *m)
+		}
+	}
+	return dst
 }
 
 // C returns the messages, in publish order. It is never closed, so the hub can never

@@ -372,3 +372,136 @@ func (r *recorder) assert(t *testing.T, want ...string) {
 		t.Errorf("OnChange calls = %q, want %q", r.calls, want)
 	}
 }
+
+func TestLatestKeepsOnlyTheNewestOfEachKind(t *testing.T) {
+	h := hub.New(hub.WithBuffer(2))
+	a, b := h.Subscribe("a"), h.Subscribe("b")
+	const tick, viewers hub.Kind = 0, 1
+
+	// Far more than the buffer holds: "latest" messages never fill it.
+	for i := range 10 * hub.DefaultBuffer {
+		h.BroadcastLatest(tick, []byte("tick "+strconv.Itoa(i)))
+	}
+	h.PublishLatest("a", viewers, []byte("viewers 1"))
+	h.PublishLatest("a", viewers, []byte("viewers 2"))
+	h.PublishLatest("nobody", viewers, []byte("lost"))
+	h.Publish("a", []byte("decision"))
+
+	for _, s := range []*hub.Subscription{a, b} {
+		if err := s.Err(); err != nil {
+			t.Fatalf("Err() = %v after many latest messages, want nil", err)
+		}
+		select {
+		case <-s.Pending():
+		default:
+			t.Fatalf("Pending() has no token after latest messages")
+		}
+	}
+	last := "tick " + strconv.Itoa(10*hub.DefaultBuffer-1)
+	if got := strs(a.Latest(nil)); !slices.Equal(got, []string{last, "viewers 2"}) {
+		t.Errorf("a.Latest() = %q, want [%q viewers 2]", got, last)
+	}
+	if got := strs(b.Latest(nil)); !slices.Equal(got, []string{last}) {
+		t.Errorf("b.Latest() = %q, want [%q]", got, last)
+	}
+	if got := a.Latest(nil); len(got) != 0 {
+		t.Errorf("second Latest() = %q, want nothing: each message is taken once", got)
+	}
+	assertMessages(t, a, "decision") // queued messages are untouched
+	assertEmpty(t, b)
+
+	// A message offered after the token was taken raises a new one.
+	h.BroadcastLatest(tick, []byte("tick again"))
+	select {
+	case <-a.Pending():
+	default:
+		t.Fatal("Pending() has no token for a message offered after Latest")
+	}
+	if got := strs(a.Latest(nil)); !slices.Equal(got, []string{"tick again"}) {
+		t.Errorf("a.Latest() = %q, want [tick again]", got)
+	}
+}
+
+func TestLatestIsNeverLostUnderConcurrency(t *testing.T) {
+	h := hub.New()
+	s := h.Subscribe("a")
+	const n = 20_000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= n; i++ {
+			h.PublishLatest("a", 2, []byte(strconv.Itoa(i)))
+		}
+	}()
+	// The reader sees increasing values and, in the end, the very last one.
+	last := 0
+	deadline := time.After(failsafe)
+	for last < n {
+		select {
+		case <-s.Pending():
+		case <-deadline:
+			t.Fatalf("the last message never arrived; last seen %d", last)
+		}
+		for _, m := range s.Latest(nil) {
+			v, _ := strconv.Atoi(string(m))
+			if v <= last {
+				t.Fatalf("got %d after %d: latest messages went backwards", v, last)
+			}
+			last = v
+		}
+	}
+	<-done
+}
+
+func TestLatestDoesNotAllocatePerSubscriber(t *testing.T) {
+	h := hub.New()
+	subs := make([]*hub.Subscription, 1000)
+	for i := range subs {
+		subs[i] = h.Subscribe(strconv.Itoa(i % 3))
+	}
+	msg := []byte("tick")
+	allocs := testing.AllocsPerRun(20, func() {
+		h.BroadcastLatest(0, msg)
+		h.PublishLatest("1", 1, msg)
+	})
+	if allocs > 2 {
+		t.Errorf("BroadcastLatest+PublishLatest to 1000 subscribers: %v allocations, want at most 2", allocs)
+	}
+}
+
+func strs(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
+}
+
+func TestBroadcastLatestShareReachesEachSubscriberOncePerRound(t *testing.T) {
+	h := hub.New()
+	subs := make([]*hub.Subscription, 10)
+	for i := range subs {
+		subs[i] = h.Subscribe(strconv.Itoa(i % 3))
+	}
+	const every = 4
+	got := make([]int, len(subs))
+	for round := range 3 {
+		for phase := range every {
+			h.BroadcastLatestShare(0, []byte("tick"), every, uint64(round*every+phase))
+			for i, s := range subs {
+				got[i] += len(s.Latest(nil))
+			}
+		}
+	}
+	for i, n := range got {
+		if n != 3 {
+			t.Errorf("subscriber %d got %d ticks in 3 rounds of %d, want 3", i, n, every)
+		}
+	}
+	h.BroadcastLatestShare(0, []byte("tick"), 1, 7)
+	for i, s := range subs {
+		if n := len(s.Latest(nil)); n != 1 {
+			t.Errorf("every=1: subscriber %d got %d ticks, want 1", i, n)
+		}
+	}
+}
