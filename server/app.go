@@ -19,16 +19,8 @@ type app struct {
 	instance string
 	live     *live
 	races    races
-}
 
-// observeDecision counts a decision; live viewers hear of it too.
-func (a *app) observeDecision(d limiter.Decision) {
-	outcome := "allowed"
-	if !d.Allowed {
-		outcome = "denied"
-	}
-	a.metrics.decisions.WithLabelValues(d.Policy, outcome).Inc()
-	a.live.decision(d)
+	checkPolicies map[string]*checkPolicy // by name, one per configured policy
 }
 
 // observeReset tells live viewers a window was reset.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -91,18 +92,51 @@ func itemName(p string, rules int, windowMs int64) string {
 	return p + "/" + strconv.FormatInt(windowMs/1000, 10)
 }
 
+// checkPolicy is what a check needs of a policy beyond its rules, prepared
+// once at start-up: the RateLimit-Policy field (it never changes), each rule's
+// quoted item name, and the policy's decision counters.
+type checkPolicy struct {
+	rateLimitPolicy string
+	items           []string // strconv.Quote(itemName(…)), one per rule
+	allowed, denied prometheus.Counter
+}
+
+func newCheckPolicies(ps []limiter.Policy, m *metrics) map[string]*checkPolicy {
+	out := make(map[string]*checkPolicy, len(ps))
+	for _, p := range ps {
+		cp := &checkPolicy{
+			items:   make([]string, len(p.Rules)),
+			allowed: m.decisions.WithLabelValues(p.Name, "allowed"),
+			denied:  m.decisions.WithLabelValues(p.Name, "denied"),
+		}
+		pol := make([]string, len(p.Rules))
+		for i, r := range p.Rules {
+			cp.items[i] = strconv.Quote(itemName(p.Name, len(p.Rules), r.WindowMs()))
+			pol[i] = fmt.Sprintf("%s;q=%d;w=%d", cp.items[i], r.Limit, r.WindowMs()/1000)
+		}
+		cp.rateLimitPolicy = strings.Join(pol, ", ")
+		out[p.Name] = cp
+	}
+	return out
+}
+
 // setRateLimitHeaders writes the IETF httpapi draft's RateLimit-Policy and
 // RateLimit fields, one item per rule.
-func setRateLimitHeaders(h http.Header, d limiter.Decision) {
-	pol := make([]string, len(d.Rules))
-	now := make([]string, len(d.Rules))
+func setRateLimitHeaders(h http.Header, cp *checkPolicy, d limiter.Decision) {
+	b := make([]byte, 0, 32*len(d.Rules))
 	for i, r := range d.Rules {
-		name := strconv.Quote(itemName(d.Policy, len(d.Rules), r.WindowMs))
-		pol[i] = fmt.Sprintf("%s;q=%d;w=%d", name, r.Limit, r.WindowMs/1000)
-		now[i] = fmt.Sprintf("%s;r=%d;t=%d", name, r.Remaining, (r.ResetMs+999)/1000)
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, cp.items[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(r.Remaining), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, (r.ResetMs+999)/1000, 10)
 	}
-	h.Set("RateLimit-Policy", strings.Join(pol, ", "))
-	h.Set("RateLimit", strings.Join(now, ", "))
+	// Canonical keys, set directly: these run on every check.
+	h["Ratelimit-Policy"] = []string{cp.rateLimitPolicy}
+	h["Ratelimit"] = []string{string(b)}
 }
 
 // handleCheck decides and records one request: POST /api/v1/check.
@@ -141,8 +175,14 @@ func handleCheck(a *app) echo.HandlerFunc {
 			}
 			return unavailable("the limiter could not reach Redis in time; try again shortly")
 		}
-		a.observeDecision(d)
-		setRateLimitHeaders(c.Response().Header(), d)
+		cp := a.checkPolicies[pol.Name]
+		if d.Allowed {
+			cp.allowed.Inc()
+		} else {
+			cp.denied.Inc()
+		}
+		a.live.decision(d)
+		setRateLimitHeaders(c.Response().Header(), cp, d)
 		body := toCheckJSON(d)
 		if d.Allowed {
 			return c.JSON(http.StatusOK, body)

@@ -290,13 +290,18 @@ func (l *live) watchedElsewhere(topic string) bool {
 // its own viewers and, when others watch the window, to other instances. A
 // window nobody watches costs two map lookups.
 func (l *live) event(kind, key, policy string, msg any) {
-	topic := topicOf(key, policy)
+	l.eventFor(kind, topicOf(key, policy), func() any { return msg })
+}
+
+// eventFor is event with the message built only if someone watches: checks
+// on unwatched windows, the common case, build nothing.
+func (l *live) eventFor(kind, topic string, msg func() any) {
 	local := l.hub.Count(topic) > 0
 	elsewhere := l.watchedElsewhere(topic)
 	if !local && !elsewhere {
 		return
 	}
-	b := encode(msg)
+	b := encode(msg())
 	if local {
 		l.hub.Publish(topic, b)
 		l.markDirty(topic)
@@ -307,7 +312,7 @@ func (l *live) event(kind, key, policy string, msg any) {
 }
 
 func (l *live) decision(d limiter.Decision) {
-	l.event("decision", d.Key, d.Policy, newDecisionMsg(d, l.a.instance))
+	l.eventFor("decision", topicOf(d.Key, d.Policy), func() any { return newDecisionMsg(d, l.a.instance) })
 }
 
 func (l *live) reset(key, policy string) {

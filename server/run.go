@@ -65,6 +65,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		metrics:  newMetrics(),
 		instance: uuid.NewString()[:8],
 	}
+	a.checkPolicies = newCheckPolicies(cfg.Policies, a.metrics)
 	a.live = newLive(a)
 	e := newEcho(a)
 

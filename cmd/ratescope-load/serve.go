@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,11 +33,41 @@ func serveMain(args []string) int {
 	if _, err := raiseFileLimit(); err != nil {
 		fmt.Fprintln(os.Stderr, "serve: failed to raise the open-file limit:", err)
 	}
+	if path := os.Getenv(serverProfileEnv); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "serve:", err)
+			return 1
+		}
+		defer stop()
+	}
 	if err := server.Run(context.Background(), append([]string{"ratescope"}, args...), os.Getenv, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		return 1
 	}
 	return 0
+}
+
+// serverProfileEnv names a file the server child writes its CPU profile to,
+// from start to shutdown, for finding where a request's time goes:
+//
+//	RATESCOPE_LOAD_SERVER_CPUPROFILE=/tmp/server.pprof go run ./cmd/ratescope-load --skip-lib --skip-ws
+//	go tool pprof -top /tmp/server.pprof
+const serverProfileEnv = "RATESCOPE_LOAD_SERVER_CPUPROFILE"
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("failed to start the CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // raiseFileLimit lifts RLIMIT_NOFILE's soft limit to the hard limit, so
