@@ -49,6 +49,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(serveMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "floor-sink" {
+		os.Exit(floorSinkMain(os.Args[2:]))
+	}
 	var o options
 	flag.StringVar(&o.redisURL, "redis-url", "", "a Redis to use (redis://host:port/db); empty starts a redis-server on a free port")
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "how long each throughput variant runs in all")

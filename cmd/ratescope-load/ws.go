@@ -115,6 +115,11 @@ func decisionID(b []byte) string {
 // checks from the moment each is sent until every viewer has its decision.
 func measureFanOut(ctx context.Context, e *env) error {
 	o := e.o
+	progress("  the floor: one frame to %d raw TCP sockets, %d times", o.viewers, floorRounds)
+	floor, err := measureFloor(ctx, e, o.viewers)
+	if err != nil {
+		return fmt.Errorf("the floor: %w", err)
+	}
 	srv, err := startServer(ctx, e.dir, e.redisURL, "--policy", fanPolicy)
 	if err != nil {
 		return err
@@ -182,6 +187,7 @@ func measureFanOut(ctx context.Context, e *env) error {
 	rep.line("|---|---:|---:|---:|---:|")
 	rep.line("| the last viewer to get it (one value per check) | %s |", t.last.cells())
 	rep.line("| any viewer (every delivery, %d of them) | %s |", len(t.each), t.each.cells())
+	rep.line("| the floor: a %d-byte write to each of %d plain loopback TCP sockets (a goroutine each), read by another process; no WebSocket, no server (%d rounds) | %s |", floorFrame, o.viewers, floorRounds, floor.sorted().cells())
 	rep.line("")
 	rep.line("| measure | value |")
 	rep.line("|---|---|")
