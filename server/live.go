@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"math"
 	"net"
 	"strings"
 	"sync"
@@ -29,20 +28,27 @@ const (
 	subscribeTimeout   = 2 * time.Second
 	pubsubIdle         = 2 * time.Second // ping the subscription after this long without messages
 
-	// fanoutBudget is how many frames a second one instance spends on each
-	// periodic message — clock ticks, one window's snapshots, one window's
-	// viewer counts — before it sends them less often. A frame costs about
-	// 10 µs of CPU on a 2-core VM (BENCHMARKS.md), so this is a fifth of a
-	// core; audiences up to 2,000 viewers (at 100 ms ticks) are not thinned.
-	// Decisions, resets and races are never thinned.
+	// fanoutBudget is how many frames a second one instance spends on one
+	// window's change-driven snapshots, and as many on its viewer counts,
+	// before it spaces them further than snapshotCoalesce. A frame costs
+	// about 10 µs of CPU on a 2-core VM (BENCHMARKS.md), so this is a fifth
+	// of a core; windows with up to 1,000 viewers here are not affected.
+	// Ticks (SPEC: every --tick-interval), decisions, resets and races are
+	// never spaced.
 	fanoutBudget = 20_000
 )
 
-// thin returns how many periods apart a message sent to n viewers every period
-// must be to stay within fanoutBudget: 1 for small audiences.
-func thin(n int, period time.Duration) int {
-	perSecond := float64(time.Second) / float64(period)
-	return max(1, int(math.Ceil(float64(n)*perSecond/fanoutBudget)))
+// spacing is how far apart messages to n viewers of one window must be for the
+// instance to spend at most fanoutBudget frames a second on them:
+// snapshotCoalesce up to 1,000 viewers, 500 ms for 10,000.
+func spacing(n int) time.Duration {
+	return max(snapshotCoalesce, time.Duration(n)*time.Second/fanoutBudget)
+}
+
+// due reports whether something last sent at last may go again at now, gap
+// apart; half a loop period of slack absorbs the ticker's jitter.
+func due(now, last time.Time, gap time.Duration) bool {
+	return now.Sub(last) >= gap-snapshotCoalesce/2
 }
 
 // Messages a newer one supersedes: a viewer that has not yet been sent the last
@@ -168,7 +174,6 @@ func (l *live) setStatus(up bool) bool {
 func (l *live) tickLoop(ctx context.Context) {
 	t := time.NewTicker(l.a.cfg.TickInterval)
 	defer t.Stop()
-	var round uint64
 	for {
 		select {
 		case <-ctx.Done():
@@ -192,11 +197,8 @@ func (l *live) tickLoop(ctx context.Context) {
 		l.setStatus(true)
 		ms := now.UnixMilli()
 		l.lastNow.Store(&clockReading{redisMs: ms, at: time.Now()})
-		if n := l.hub.Total(); n > 0 {
-			// A large audience gets the clock in turns; the page interpolates.
-			every := uint64(thin(n, l.a.cfg.TickInterval))
-			l.hub.BroadcastLatestShare(kindTick, encode(tickMsg{Type: "tick", NowMs: ms}), every, round)
-			round++
+		if l.hub.Total() > 0 {
+			l.hub.BroadcastLatest(kindTick, encode(tickMsg{Type: "tick", NowMs: ms}))
 		}
 	}
 }
@@ -207,14 +209,14 @@ func (l *live) tickLoop(ctx context.Context) {
 func (l *live) snapshotLoop(ctx context.Context) {
 	t := time.NewTicker(snapshotCoalesce)
 	defer t.Stop()
-	full := int(snapshotEvery / snapshotCoalesce)
-	sent := map[string]int{} // topic → the round its last snapshot went out
-	for round := 0; ; round++ {
+	sent := map[string]time.Time{} // topic → when its last snapshot went out
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		now := time.Now()
 		l.mu.Lock()
 		dirty := l.dirty
 		l.dirty = map[string]struct{}{}
@@ -223,24 +225,23 @@ func (l *live) snapshotLoop(ctx context.Context) {
 		for _, topic := range watched {
 			last, seen := sent[topic]
 			if !seen {
-				last, sent[topic] = round, round // its viewers got one on connect
+				last, sent[topic] = now, now // its viewers got one on connect
 			}
 			_, changed := dirty[topic]
-			since := round - last
-			gap := min(thin(l.hub.Count(topic), snapshotCoalesce), full)
-			if since < full && !(changed && since >= gap) {
+			gap := min(spacing(l.hub.Count(topic)), snapshotEvery)
+			if !due(now, last, snapshotEvery) && !(changed && due(now, last, gap)) {
 				if changed {
 					l.markDirty(topic) // not yet: keep it for a later round
 				}
 				continue
 			}
-			sent[topic] = round
+			sent[topic] = now
 			if msg, ok := l.snapshot(ctx, topic); ok {
 				l.hub.Publish(topic, msg)
 			}
 		}
 		if len(sent) > len(watched) { // forget windows nobody watches any more
-			keep := make(map[string]int, len(watched))
+			keep := make(map[string]time.Time, len(watched))
 			for _, topic := range watched {
 				keep[topic] = sent[topic]
 			}
@@ -494,16 +495,15 @@ func (l *live) presenceLoop(ctx context.Context) {
 	defer t.Stop()
 	last := time.Now()
 	quiet := true
-	full := int(presenceEvery / snapshotCoalesce)
-	announced := map[string]int{} // topic → the round its count last went out
-	for round := 0; ; round++ {
+	announced := map[string]time.Time{} // topic → when its count last went out
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		l.mu.Lock()
-		due := l.presenceDue || time.Since(last) >= presenceEvery
+		presenceDue := l.presenceDue || time.Since(last) >= presenceEvery
 		l.presenceDue = false
 		announce := l.viewersDue
 		l.viewersDue = map[string]struct{}{}
@@ -521,19 +521,20 @@ func (l *live) presenceLoop(ctx context.Context) {
 				l.announceViewers(topic, true) // keeps the bookkeeping; sends nothing
 				continue
 			}
-			if last, ok := announced[topic]; ok && round-last < min(thin(n, snapshotCoalesce), full) {
+			now := time.Now()
+			if prev, ok := announced[topic]; ok && !due(now, prev, min(spacing(n), presenceEvery)) {
 				l.mu.Lock()
 				l.viewersDue[topic] = struct{}{} // a large audience: count it again later
 				l.mu.Unlock()
 				continue
 			}
-			announced[topic] = round
+			announced[topic] = now
 			l.announceViewers(topic, true) // new viewers need the count too
 		}
 		for _, topic := range sweep { // let expired instances fall out
 			l.announceViewers(topic, false)
 		}
-		if !due {
+		if !presenceDue {
 			continue
 		}
 		last = time.Now()

@@ -5,29 +5,42 @@ import (
 	"time"
 )
 
-func TestThinKeepsPeriodicFramesWithinBudget(t *testing.T) {
+func TestSpacingKeepsWindowFramesWithinBudget(t *testing.T) {
 	for _, c := range []struct {
 		viewers int
-		period  time.Duration
-		want    int
+		want    time.Duration
 	}{
-		{0, 100 * time.Millisecond, 1},
-		{1, 10 * time.Millisecond, 1},
-		{2000, 100 * time.Millisecond, 1}, // exactly the budget: not thinned
-		{2001, 100 * time.Millisecond, 2},
-		{10_000, 100 * time.Millisecond, 5},
-		{10_000, 50 * time.Millisecond, 10},
-		{1000, 50 * time.Millisecond, 1},
-		{1001, 50 * time.Millisecond, 2},
-		{500, time.Second, 1},
+		{0, snapshotCoalesce},
+		{1, snapshotCoalesce},
+		{1000, snapshotCoalesce}, // exactly the budget: not spaced
+		{1001, 50050 * time.Microsecond},
+		{10_000, 500 * time.Millisecond},
+		{100_000, 5 * time.Second}, // callers cap it (snapshots still come every second)
 	} {
-		got := thin(c.viewers, c.period)
+		got := spacing(c.viewers)
 		if got != c.want {
-			t.Errorf("thin(%d, %s) = %d, want %d", c.viewers, c.period, got, c.want)
+			t.Errorf("spacing(%d) = %s, want %s", c.viewers, got, c.want)
 		}
-		// Whatever the audience, the thinned rate stays within the budget.
-		if perSecond := float64(c.viewers) / (float64(got) * c.period.Seconds()); perSecond > fanoutBudget {
-			t.Errorf("thin(%d, %s) = %d gives %.0f frames/s, over %d", c.viewers, c.period, got, perSecond, fanoutBudget)
+		if perSecond := float64(c.viewers) / got.Seconds(); perSecond > fanoutBudget {
+			t.Errorf("spacing(%d) = %s gives %.0f frames/s, over %d", c.viewers, got, perSecond, fanoutBudget)
+		}
+	}
+}
+
+func TestDueAllowsTickerJitter(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		since, gap time.Duration
+		want       bool
+	}{
+		{0, snapshotCoalesce, false},
+		{snapshotCoalesce - time.Millisecond, snapshotCoalesce, true}, // a tick that came a little early
+		{snapshotCoalesce / 4, snapshotCoalesce, false},
+		{time.Second - 2*time.Millisecond, time.Second, true},
+		{900 * time.Millisecond, time.Second, false},
+	} {
+		if got := due(t0.Add(c.since), t0, c.gap); got != c.want {
+			t.Errorf("due(+%s, gap %s) = %v, want %v", c.since, c.gap, got, c.want)
 		}
 	}
 }

@@ -60,19 +60,26 @@ func (l *live) serve(conn *websocket.Conn, key string, pol limiter.Policy) {
 
 	// Writes carry no context (that would cost a timer and a callback per
 	// frame, ten frames a second per viewer); a watchdog armed around each
-	// write closes a connection that takes longer than wsWriteTimeout. A
-	// viewer that falls behind is dropped by the hub; its blocked write then
-	// ends the same way.
+	// write closes a connection whose write has taken wsWriteTimeout. It
+	// checks the clock itself, so a firing that comes late, after its write
+	// succeeded, cannot close the connection during the next one. A viewer
+	// the hub drops for falling behind is stuck in a write, which ends the
+	// same way.
+	var writing atomic.Int64 // when the write in progress began (UnixNano); 0 between writes
 	var stalled atomic.Bool
 	watchdog := time.AfterFunc(time.Hour, func() {
-		stalled.Store(true)
-		_ = conn.CloseNow()
+		if start := writing.Load(); start != 0 && time.Since(time.Unix(0, start)) >= wsWriteTimeout {
+			stalled.Store(true)
+			_ = conn.CloseNow()
+		}
 	})
 	watchdog.Stop()
 	defer watchdog.Stop()
 	write := func(msg []byte) error {
+		writing.Store(time.Now().UnixNano())
 		watchdog.Reset(wsWriteTimeout)
 		err := conn.Write(context.Background(), websocket.MessageText, msg)
+		writing.Store(0)
 		watchdog.Stop()
 		return err
 	}
@@ -81,7 +88,8 @@ func (l *live) serve(conn *websocket.Conn, key string, pol limiter.Policy) {
 		l.a.log.Warn("dropped a viewer that fell behind", "key", key, "policy", pol.Name)
 		_ = conn.Close(websocket.StatusTryAgainLater, "fell behind")
 	}
-
+	// deliver writes one message; on failure it tells a viewer that fell
+	// behind (dropped by the hub, or stalled) from one that left.
 	deliver := func(m []byte) bool {
 		if write(m) == nil {
 			return true
@@ -100,7 +108,7 @@ func (l *live) serve(conn *websocket.Conn, key string, pol limiter.Policy) {
 		first = append(first, snap)
 	}
 	for _, m := range first {
-		if write(m) != nil {
+		if !deliver(m) {
 			return
 		}
 	}

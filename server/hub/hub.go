@@ -46,7 +46,6 @@ type Hub struct {
 	mu     sync.Mutex
 	topics map[string]map[*Subscription]struct{} // no empty inner maps
 	total  int
-	seq    uint64 // numbers subscriptions, for BroadcastLatestShare
 	closed bool
 }
 
@@ -94,8 +93,6 @@ func (h *Hub) Subscribe(topic string) *Subscription {
 	}
 	subs[s] = struct{}{}
 	h.total++
-	h.seq++
-	s.seq = h.seq
 	n := len(subs)
 	h.mu.Unlock()
 	h.notify(topic, n)
@@ -160,28 +157,6 @@ func (h *Hub) BroadcastLatest(k Kind, msg []byte) {
 	for _, subs := range h.topics {
 		for s := range subs {
 			s.offer(k, p)
-		}
-	}
-	h.mu.Unlock()
-}
-
-// BroadcastLatestShare is BroadcastLatest to one subscriber in every `every`:
-// those numbered phase modulo every. Called with phase 0, 1, 2… it reaches each
-// subscriber once per `every` calls, so a clock can serve a large audience in
-// turns. every below 2 means everyone.
-func (h *Hub) BroadcastLatestShare(k Kind, msg []byte, every, phase uint64) {
-	if every < 2 {
-		h.BroadcastLatest(k, msg)
-		return
-	}
-	p := &msg
-	phase %= every
-	h.mu.Lock()
-	for _, subs := range h.topics {
-		for s := range subs {
-			if s.seq%every == phase {
-				s.offer(k, p)
-			}
 		}
 	}
 	h.mu.Unlock()
@@ -265,21 +240,29 @@ func (h *Hub) Close() {
 type Subscription struct {
 	hub   *Hub
 	topic string
-	seq   uint64
 	c     chan []byte
 	done  chan struct{}
 	once  sync.Once
 	err   error // written once, before done is closed
 
 	latest  [Kinds]atomic.Pointer[[]byte]
+	armed   atomic.Bool   // a token is in pending, or about to be
 	pending chan struct{} // holds a token while some latest slot may be full
 }
 
+// offer fills a slot and makes sure a token announces it. armed, not the
+// channel's fullness, decides who sends: a failed non-blocking send orders
+// nothing, so "the channel is full" could be seen before the reader took the
+// token and emptied the slots without this message. With armed, either this
+// Swap comes before the reader's Store(false) — and so does the slot store,
+// which the reader's Swaps then see — or it comes after and sends a new token.
 func (s *Subscription) offer(k Kind, msg *[]byte) {
 	s.latest[k%Kinds].Store(msg)
-	select {
-	case s.pending <- struct{}{}:
-	default: // a token is there already
+	if !s.armed.Swap(true) {
+		select {
+		case s.pending <- struct{}{}:
+		default: // a token not yet taken: Latest was called without one
+		}
 	}
 }
 
@@ -290,6 +273,7 @@ func (s *Subscription) Pending() <-chan struct{} { return s.pending }
 // Latest takes the waiting "latest" messages, in Kind order, appending them to
 // dst. Each is returned once.
 func (s *Subscription) Latest(dst [][]byte) [][]byte {
+	s.armed.Store(false)
 	for i := range s.latest {
 		if m := s.latest[i].Swap(nil); m != nil {
 			dst = append(dst, *m)

@@ -476,32 +476,3 @@ func strs(bs [][]byte) []string {
 	}
 	return out
 }
-
-func TestBroadcastLatestShareReachesEachSubscriberOncePerRound(t *testing.T) {
-	h := hub.New()
-	subs := make([]*hub.Subscription, 10)
-	for i := range subs {
-		subs[i] = h.Subscribe(strconv.Itoa(i % 3))
-	}
-	const every = 4
-	got := make([]int, len(subs))
-	for round := range 3 {
-		for phase := range every {
-			h.BroadcastLatestShare(0, []byte("tick"), every, uint64(round*every+phase))
-			for i, s := range subs {
-				got[i] += len(s.Latest(nil))
-			}
-		}
-	}
-	for i, n := range got {
-		if n != 3 {
-			t.Errorf("subscriber %d got %d ticks in 3 rounds of %d, want 3", i, n, every)
-		}
-	}
-	h.BroadcastLatestShare(0, []byte("tick"), 1, 7)
-	for i, s := range subs {
-		if n := len(s.Latest(nil)); n != 1 {
-			t.Errorf("every=1: subscriber %d got %d ticks, want 1", i, n)
-		}
-	}
-}
