@@ -39,6 +39,7 @@ type options struct {
 	viewers       int
 	checks        int
 	checkInterval time.Duration
+	tickInterval  time.Duration
 	skipHTTP      bool
 	skipLib       bool
 	skipWS        bool
@@ -62,6 +63,7 @@ func main() {
 	flag.IntVar(&o.viewers, "viewers", 1000, "WebSocket viewers on one window")
 	flag.IntVar(&o.checks, "checks", 50, "checks whose decisions are timed to every viewer")
 	flag.DurationVar(&o.checkInterval, "check-interval", 100*time.Millisecond, "the least time between two timed checks")
+	flag.DurationVar(&o.tickInterval, "tick-interval", 100*time.Millisecond, "the server's --tick-interval in the fan-out phase")
 	flag.BoolVar(&o.skipHTTP, "skip-http", false, "skip the HTTP phase")
 	flag.BoolVar(&o.skipLib, "skip-lib", false, "skip the library phase")
 	flag.BoolVar(&o.skipWS, "skip-ws", false, "skip the WebSocket fan-out phase")
@@ -87,6 +89,8 @@ func (o options) validate() error {
 		return errors.New("--duration / --rounds must be at least 100ms")
 	case o.conns < 1, o.keys < 1, o.pipeline < 1, o.viewers < 1, o.checks < 1:
 		return errors.New("--conns, --keys, --pipeline, --viewers and --checks must be at least 1")
+	case o.tickInterval < 10*time.Millisecond:
+		return errors.New("--tick-interval must be at least 10ms, as the server requires")
 	case o.checkInterval < 0:
 		return errors.New("--check-interval must not be negative")
 	}

@@ -120,7 +120,7 @@ func measureFanOut(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("the floor: %w", err)
 	}
-	srv, err := startServer(ctx, e.dir, e.redisURL, "--policy", fanPolicy)
+	srv, err := startServer(ctx, e.dir, e.redisURL, "--policy", fanPolicy, "--tick-interval", o.tickInterval.String())
 	if err != nil {
 		return err
 	}
@@ -175,8 +175,8 @@ func measureFanOut(ctx context.Context, e *env) error {
 	rep.line("")
 	rep.line("## WebSocket fan-out: %d viewers on one window", o.viewers)
 	rep.line("")
-	rep.line("coder/websocket clients in the load tool's process, each reading its stream continuously (ticks every 100 ms, snapshots, decisions); the server in its own process with `--policy %s`. %d checks, one at a time, at least %s apart; each is timed from just before its POST until a viewer has read the decision with its id.",
-		fanPolicy, o.checks, o.checkInterval)
+	rep.line("coder/websocket clients in the load tool's process, each reading its stream continuously (ticks, snapshots, decisions); the server in its own process with `--policy %s --tick-interval %s`. %d checks, one at a time, at least %s apart; each is timed from just before its POST until a viewer has read the decision with its id.",
+		fanPolicy, o.tickInterval, o.checks, o.checkInterval)
 	rep.line("")
 	rep.line("- connected in %s (%.0f viewers/s, %d dialers); the server counted %.0f viewers when idle, %.0f after the checks",
 		dialTook.Round(time.Millisecond), n/dialTook.Seconds(), dialers, after[mViewers], end[mViewers])
