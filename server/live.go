@@ -289,14 +289,10 @@ func (l *live) watchedElsewhere(topic string) bool {
 
 // event delivers one of this instance's events (a decision, reset or race) to
 // its own viewers and, when others watch the window, to other instances. A
-// window nobody watches costs two map lookups.
-func (l *live) event(kind, key, policy string, msg any) {
-	l.eventFor(kind, topicOf(key, policy), func() any { return msg })
-}
-
-// eventFor is event with the message built only if someone watches: checks
-// on unwatched windows, the common case, build nothing.
-func (l *live) eventFor(kind, topic string, msg func() any) {
+// window nobody watches — the common case for checks — costs two map lookups;
+// msg builds the message only when someone does.
+func (l *live) event(kind, key, policy string, msg func() any) {
+	topic := topicOf(key, policy)
 	local := l.hub.Count(topic) > 0
 	elsewhere := l.watchedElsewhere(topic)
 	if !local && !elsewhere {
@@ -313,16 +309,20 @@ func (l *live) eventFor(kind, topic string, msg func() any) {
 }
 
 func (l *live) decision(d limiter.Decision) {
-	l.eventFor("decision", topicOf(d.Key, d.Policy), func() any { return newDecisionMsg(d, l.a.instance) })
+	l.event("decision", d.Key, d.Policy, func() any { return newDecisionMsg(d, l.a.instance) })
 }
 
 func (l *live) reset(key, policy string) {
-	l.event("reset", key, policy, resetMsg{Type: "reset", Key: key, Policy: policy, NowMs: l.nowMs()})
+	l.event("reset", key, policy, func() any {
+		return resetMsg{Type: "reset", Key: key, Policy: policy, NowMs: l.nowMs()}
+	})
 }
 
 // race tells viewers of a window the outcome of a race (SPEC §6); the
 // snapshot that follows shows its entries.
-func (l *live) race(key, policy string, msg any) { l.event("race", key, policy, msg) }
+func (l *live) race(key, policy string, msg any) {
+	l.event("race", key, policy, func() any { return msg })
+}
 
 // send queues an envelope for Redis; when the queue is full the event is
 // dropped (viewers still converge through snapshots) rather than slowing checks.
@@ -515,20 +515,16 @@ func (l *live) presenceLoop(ctx context.Context) {
 		}
 		l.mu.Unlock()
 		for topic := range announce {
-			n := l.hub.Count(topic)
-			if n == 0 {
-				delete(announced, topic)
-				l.announceViewers(topic, true) // keeps the bookkeeping; sends nothing
-				continue
-			}
-			now := time.Now()
-			if prev, ok := announced[topic]; ok && !due(now, prev, min(spacing(n), presenceEvery)) {
+			if n := l.hub.Count(topic); n == 0 {
+				delete(announced, topic) // announceViewers keeps the bookkeeping, sends nothing
+			} else if prev, ok := announced[topic]; ok && !due(time.Now(), prev, min(spacing(n), presenceEvery)) {
 				l.mu.Lock()
 				l.viewersDue[topic] = struct{}{} // a large audience: count it again later
 				l.mu.Unlock()
 				continue
+			} else {
+				announced[topic] = time.Now()
 			}
-			announced[topic] = now
 			l.announceViewers(topic, true) // new viewers need the count too
 		}
 		for _, topic := range sweep { // let expired instances fall out
