@@ -136,7 +136,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	// go-redis keeps up to its pool size of connections; each idle one has
 	// no goroutine of its own, so the baseline holds.
 	// The restarted redis-server's own waiter belongs to the test, not the server.
-	goleak.VerifyNone(t, baseline, goleak.IgnoreAnyFunction("github.com/ratescope/ratescope/internal/redistest.(*Server).launch.func1"))
+	goleak.VerifyNone(t, baseline, goleak.IgnoreAnyFunction("github.com/ratescope/ratescope/internal/redistest.(*Process).launch.func1"))
 }
 
 // TestOutageUnderSteadyLoad keeps a steady stream of checks going while Redis

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ratescope/ratescope/internal/redistest"
 )
 
 // cpuUse is the CPU time the processes of one run used, in cores (CPU seconds
@@ -71,13 +73,13 @@ type cpuMeter struct {
 // clockTick is the unit of /proc/<pid>/stat times (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond
 
-func newCPUMeter(srv *serverProc, rs *redisProc) *cpuMeter {
+func newCPUMeter(srv *serverProc, rs *redistest.Process) *cpuMeter {
 	m := &cpuMeter{}
 	if srv != nil {
 		m.server = srv.cmd.Process.Pid
 	}
 	if rs != nil {
-		m.redis = rs.cmd.Process.Pid
+		m.redis = rs.Pid()
 	}
 	m.start = time.Now()
 	m.gen0, m.srv0, m.r0, m.all0 = selfCPU(), procCPU(m.server), procCPU(m.redis), machineCPU()

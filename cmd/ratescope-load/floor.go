@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ratescope/ratescope/internal/redistest"
 )
 
 // The fan-out floor: the least time this machine needs to hand one small
@@ -115,7 +117,7 @@ func measureFloor(ctx context.Context, e *env, n int) (latencies, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := redistest.FreePort()
 	if err != nil {
 		return nil, err
 	}

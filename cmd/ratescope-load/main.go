@@ -27,6 +27,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/ratescope/ratescope/internal/redistest"
 )
 
 type options struct {
@@ -105,7 +107,7 @@ func (o options) slice() time.Duration { return o.duration / time.Duration(o.rou
 type env struct {
 	o        options
 	redisURL string
-	redis    *redisProc // nil with --redis-url
+	redis    *redistest.Process // nil with --redis-url
 	dir      string
 	rep      *report
 }
@@ -134,13 +136,13 @@ func run(o options) error {
 	defer os.RemoveAll(dir)
 	e := &env{o: o, redisURL: o.redisURL, dir: dir, rep: rep}
 	if e.redisURL == "" {
-		rs, err := startRedis(ctx, dir)
+		rs, err := redistest.Launch(ctx, dir)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (or pass --redis-url)", err)
 		}
-		defer rs.stop()
-		e.redis, e.redisURL = rs, rs.url
-		rep.line("- Redis: %s, started by this tool on %s (no persistence)", rs.version, rs.url)
+		defer rs.Stop()
+		e.redis, e.redisURL = rs, rs.URL
+		rep.line("- Redis: %s, started by this tool on %s (no persistence)", rs.Version(), rs.URL)
 	} else {
 		rep.line("- Redis: %s (given with --redis-url; its CPU is not measured)", o.redisURL)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/server"
 )
 
@@ -145,82 +147,11 @@ func (c *child) logTail() string {
 // waitReady polls ready until it succeeds, the process exits, ctx ends or
 // startTimeout passes.
 func (c *child) waitReady(ctx context.Context, ready func() error) error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		err := ready()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-c.exited:
-			return fmt.Errorf("%s exited during start-up: %s", c.name, c.logTail())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not become ready within %s: %w", c.name, startTimeout, err)
-		}
-	}
-}
-
-// redisProc is a redis-server started by this tool on a free port of 127.0.0.1.
-type redisProc struct {
-	*child
-	url, version string
-}
-
-func startRedis(ctx context.Context, dir string) (*redisProc, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, fmt.Errorf("failed to find redis-server (apt-get install -y redis-server, or pass --redis-url): %w", err)
-	}
-	version := "redis-server (version unknown)"
-	if out, err := exec.CommandContext(ctx, bin, "--version").Output(); err == nil {
-		version = strings.TrimSpace(string(out))
-	}
-	var lastErr error
-	for range 3 { // another process may take the free port before redis-server does
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		c, err := startChild("redis-server", filepath.Join(dir, "redis.log"), os.Environ(), bin,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", dir, "--daemonize", "no", "--protected-mode", "no")
-		if err != nil {
-			return nil, err
-		}
-		if lastErr = c.waitReady(ctx, func() error { return pingRedis(addr) }); lastErr == nil {
-			return &redisProc{child: c, url: "redis://" + addr + "/0", version: version}, nil
-		}
-		c.stop()
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return nil, fmt.Errorf("failed to start redis-server: %w", lastErr)
-}
-
-// pingRedis sends PING over a raw connection and expects +PONG.
-func pingRedis(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	buf := make([]byte, 7)
-	n, err := c.Read(buf)
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(string(buf[:n]), "+PONG") {
-		return fmt.Errorf("unexpected reply %q", buf[:n])
+	switch err := redistest.WaitReady(ctx, startTimeout, c.exited, ready); {
+	case errors.Is(err, redistest.ErrExited):
+		return fmt.Errorf("%s exited during start-up: %s", c.name, c.logTail())
+	case err != nil:
+		return fmt.Errorf("%s did not become ready: %w", c.name, err)
 	}
 	return nil
 }
@@ -241,7 +172,7 @@ func startServer(ctx context.Context, dir, redisURL string, args ...string) (*se
 	env := append(os.Environ(), "REDIS_URL="+redisURL)
 	var lastErr error
 	for range 3 {
-		port, err := freePort()
+		port, err := redistest.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -307,13 +238,4 @@ func (s *serverProc) metrics(names ...string) (map[string]float64, error) {
 		}
 	}
 	return got, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("failed to find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

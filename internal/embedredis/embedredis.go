@@ -1,6 +1,8 @@
 // Package embedredis runs an in-process Redis-protocol server (miniredis) on a
-// real loopback TCP port, so `go run .` needs no setup. It is for the demo;
-// correctness is proven against a real redis-server.
+// real loopback TCP port, so `go run .` needs no setup. It is for the demo and
+// for tests on a machine without redis-server; limiter's
+// TestEmbeddedMatchesRealRedis runs every decision path on it and on a real
+// redis-server and requires the same answers.
 package embedredis
 
 import (
