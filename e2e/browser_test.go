@@ -35,7 +35,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := redistest.Run(m) // and says once what a missing program cost
 	shared.stop()
 	os.Exit(code)
 }

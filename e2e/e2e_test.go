@@ -1,5 +1,6 @@
 // Package e2e_test drives the visualizer in headless Chromium against the
-// whole server (in-process, via apptest) on a real redis-server (redistest):
+// whole server (in-process, via apptest) on a Redis (redistest: a real
+// redis-server when installed, else the embedded one):
 // the clock, the boundary test, two tabs on one window, entries sliding out,
 // Redis going down and coming back, screenshots at two widths, and a console
 // free of exceptions and CSP violations.
@@ -33,25 +34,44 @@ import (
 	"github.com/ratescope/ratescope/internal/redistest"
 )
 
-// env is one test's world: its own redis-server, the server on it, and a
-// client key nobody else uses.
+// env is one test's world: its own Redis, the server on it, and a client key
+// nobody else uses.
 type env struct {
-	rs  *redistest.Server
+	rs  *redistest.Server // nil unless started by startReal
 	rdb *redis.Client
 	app *apptest.App
 	key string
 }
 
-// start starts redis-server and the server with extra args (e.g. "--policy",
-// "demo=5/3s").
+// start starts a Redis (a redis-server when installed, else the embedded one)
+// and the server on it with extra args (e.g. "--policy", "demo=5/3s").
 func start(t *testing.T, args ...string) *env {
 	t.Helper()
 	browser(t) // skip (or fail under strict) before starting anything when chromium is missing
+	return startOn(t, redistest.URL(t), args...)
+}
+
+// startReal is start on a redis-server the test can stop and restart.
+func startReal(t *testing.T, args ...string) *env {
+	t.Helper()
+	browser(t)
 	rs := redistest.Start(t)
-	e := &env{rs: rs, rdb: rs.Client(), key: uniqueKey(t)}
+	e := startOn(t, rs.URL, args...)
+	e.rs = rs
+	return e
+}
+
+func startOn(t *testing.T, redisURL string, args ...string) *env {
+	t.Helper()
+	opt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{rdb: redis.NewClient(opt), key: uniqueKey(t)}
+	t.Cleanup(func() { _ = e.rdb.Close() })
 	// These tests are about the page, not Redis latency: a generous check
 	// timeout keeps a loaded machine from turning a check into a 503.
-	e.app = apptest.Start(t, map[string]string{"REDIS_URL": rs.URL, "RATESCOPE_CHECK_TIMEOUT": "3s"}, args...)
+	e.app = apptest.Start(t, map[string]string{"REDIS_URL": redisURL, "RATESCOPE_CHECK_TIMEOUT": "3s"}, args...)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", e.app.Logs())
@@ -377,7 +397,7 @@ func TestSlideOut(t *testing.T) {
 // TestRedisDown: status follows Redis: live, redis down while it is stopped,
 // live again after a restart, and the stream carries decisions again.
 func TestRedisDown(t *testing.T) {
-	e := start(t)
+	e := startReal(t) // stops and restarts redis-server: skipped without one
 	tb := openTab(t, browser(t), "tab")
 	tb.navigate(e.pageURL())
 

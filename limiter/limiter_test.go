@@ -535,7 +535,8 @@ func TestInvalidKey(t *testing.T) {
 	}
 }
 
-// TestClusterExact runs the exactness check on a real three-node cluster.
+// TestClusterExact runs the exactness check on a real three-node cluster (the
+// embedded Redis has no cluster mode: skipped without redis-server).
 func TestClusterExact(t *testing.T) {
 	cl := redistest.StartCluster(t)
 	client := cl.Client()
@@ -621,9 +622,9 @@ func TestScriptCacheFlushed(t *testing.T) {
 }
 
 // TestBatchedTimeout: a check waits no longer than its context, even when its
-// pipeline is stuck behind a paused Redis.
+// pipeline is stuck behind a Redis that stopped answering.
 func TestBatchedTimeout(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartProxy(t, redistest.URL(t))
 	c := newClient(t, rs.URL)
 	lim := limiter.New(c)
 	p := mustPolicy(t, "demo=5/10s")

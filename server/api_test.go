@@ -430,7 +430,9 @@ func TestFlagsWinOverEnv(t *testing.T) {
 // TestFailModes stops and pauses a real Redis under a running server: every
 // check is answered within the check timeout (plus slack for a loaded
 // machine), as the fail mode says, and checks work again once Redis is back.
+// It kills and restarts a real redis-server (skipped without one).
 func TestFailModes(t *testing.T) {
+	redistest.Need(t, "redis-server")
 	const timeout = 200 * time.Millisecond
 	const slack = 800 * time.Millisecond // a bound that proves no hang, not a benchmark
 	for _, mode := range []string{"closed", "open"} {

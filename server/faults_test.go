@@ -47,7 +47,8 @@ func decisionReaches(t *testing.T, checkURL string, v *viewer, within time.Durat
 
 // TestLiveSurvivesRedisOutage: viewers see redis down then up; after Redis
 // returns, checks work and events cross instances again within 5 s, because
-// the Pub/Sub bridge resubscribes by itself.
+// the Pub/Sub bridge resubscribes by itself. It kills and restarts a real
+// redis-server (skipped without one).
 func TestLiveSurvivesRedisOutage(t *testing.T) {
 	rs := redistest.Start(t)
 	env := map[string]string{"REDIS_URL": rs.URL}
@@ -94,6 +95,7 @@ func grepLines(s, sub string) string {
 
 // TestNoGoroutineLeak: 1,000 viewers connect and leave, and Redis goes away
 // and comes back; afterwards the server runs no more goroutines than before.
+// It kills and restarts a real redis-server (skipped without one).
 func TestNoGoroutineLeak(t *testing.T) {
 	rs := redistest.Start(t)
 	app := startApp(t, map[string]string{"REDIS_URL": rs.URL}, "--check-timeout", "200ms")
@@ -144,7 +146,8 @@ func TestNoGoroutineLeak(t *testing.T) {
 // plus slack, and no request may fail without an answer. The slowest answer
 // is logged; the strict bound (timeout + 100 ms) is asserted when
 // RATESCOPE_TEST_STRICT_TIMING=1, as a loaded CI machine can stall a process
-// for longer than that on its own.
+// for longer than that on its own. It pauses, kills and restarts a real
+// redis-server (skipped without one).
 func TestOutageUnderSteadyLoad(t *testing.T) {
 	const timeout = 150 * time.Millisecond
 	rs := redistest.Start(t)
@@ -221,10 +224,11 @@ func TestOutageUnderSteadyLoad(t *testing.T) {
 	}
 }
 
-// TestShutdownFinishesInFlightChecks: a check waiting on a paused Redis when
-// the server is told to stop still gets its answer.
+// TestShutdownFinishesInFlightChecks: a check waiting on a Redis that stopped
+// answering (behind a paused proxy) when the server is told to stop still gets
+// its answer.
 func TestShutdownFinishesInFlightChecks(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartProxy(t, redistest.URL(t))
 	app := startApp(t, map[string]string{"REDIS_URL": rs.URL}, "--check-timeout", "700ms")
 	u := app.URL + "/api/v1/check?policy=demo&key=" + newKey()
 	do(t, "POST", u, "")

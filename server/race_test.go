@@ -75,9 +75,10 @@ func TestRaceBadInput(t *testing.T) {
 }
 
 // TestRaceConflict: a second race on a window where one runs gets 409. Redis
-// is paused so the first one cannot finish before the second arrives.
+// stops answering (behind a paused proxy) so the first one cannot finish
+// before the second arrives.
 func TestRaceConflict(t *testing.T) {
-	rs := redistest.Start(t)
+	rs := redistest.StartProxy(t, redistest.URL(t))
 	app := startApp(t, map[string]string{"REDIS_URL": rs.URL})
 	key := newKey()
 	rs.Pause()

@@ -191,7 +191,8 @@ func TestStreamShutdownSends1001(t *testing.T) {
 // viewer on B, and viewer counts add up across both.
 func TestCrossInstance(t *testing.T) { crossInstance(t, redistest.URL(t)) }
 
-// TestClusterCrossInstance is the same on a real three-node Redis Cluster.
+// TestClusterCrossInstance is the same on a real three-node Redis Cluster
+// (the embedded Redis has no cluster mode: skipped without redis-server).
 func TestClusterCrossInstance(t *testing.T) { crossInstance(t, redistest.StartCluster(t).URL) }
 
 func crossInstance(t *testing.T, url string) {
