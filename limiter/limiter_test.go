@@ -25,12 +25,19 @@ func mustPolicy(t testing.TB, s string) limiter.Policy {
 	return p
 }
 
+// newClient is a client for url that never retries a command: a script whose
+// reply timed out may have run, and running it again would record twice (the
+// server's client is built the same way). Its timeouts are generous, as the
+// embedded Redis under the race detector on a loaded machine can take seconds
+// to answer 500 concurrent checks.
 func newClient(t testing.TB, url string) *redis.Client {
 	t.Helper()
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
 	}
+	opt.MaxRetries = -1
+	opt.ReadTimeout, opt.WriteTimeout, opt.PoolTimeout = 30*time.Second, 30*time.Second, 30*time.Second
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

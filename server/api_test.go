@@ -87,6 +87,11 @@ func num(t testing.TB, r response, k string) int64 {
 	return int64(v)
 }
 
+// startApp runs the server on env["REDIS_URL"], else on a Redis of the
+// test's own (redistest.URL). Tests are about behaviour, not Redis latency,
+// so the check timeout is generous unless a test sets one: the embedded Redis
+// under the race detector on a loaded machine can take longer than the
+// default 150 ms for a check.
 func startApp(t testing.TB, env map[string]string, args ...string) *apptest.App {
 	t.Helper()
 	if env == nil {
@@ -94,6 +99,9 @@ func startApp(t testing.TB, env map[string]string, args ...string) *apptest.App 
 	}
 	if _, ok := env["REDIS_URL"]; !ok {
 		env["REDIS_URL"] = redistest.URL(t)
+	}
+	if _, ok := env["RATESCOPE_CHECK_TIMEOUT"]; !ok {
+		env["RATESCOPE_CHECK_TIMEOUT"] = "2s"
 	}
 	return apptest.Start(t, env, args...)
 }

@@ -275,6 +275,9 @@ func TestSlowViewerDropped(t *testing.T) {
 	decisions := 0
 	for {
 		r := do(t, "POST", app.URL+"/api/v1/check?policy=bulk&key="+key, "")
+		if r.status != 200 {
+			t.Fatalf("check: %d %s", r.status, r.raw)
+		}
 		fast.next("decision", func(m map[string]any) bool { return m["id"] == r.body["id"] })
 		decisions++
 		if fast.viewers.Load() == 1 {
