@@ -9,8 +9,9 @@ import (
 	"sync"
 )
 
-// absent counts, for Run's summary, the tests a missing program cost (by
-// top-level name: a test and its subtests count once).
+// absent counts, for Run's summary, the tests a missing program cost: each
+// skipped test or subtest, as `go test -v` lists them, and each top-level test
+// that ran on the embedded Redis instead.
 var absent = &absence{skipped: map[string]map[string]bool{}, fallback: map[string]bool{}}
 
 type absence struct {
@@ -30,7 +31,7 @@ func (a *absence) skip(program, test string) {
 	if a.skipped[program] == nil {
 		a.skipped[program] = map[string]bool{}
 	}
-	a.skipped[program][topLevel(test)] = true
+	a.skipped[program][test] = true
 }
 
 func (a *absence) embedded(test string) {
