@@ -27,103 +27,106 @@ import (
 func TestAlgorithmsMatchTheirDefinition(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
 	lim := limiter.New(c)
+	for _, alg := range stateAlgorithms {
+		t.Run(alg, func(t *testing.T) { matchDefinition(t, c, lim, alg, 150) })
+	}
+}
+
+// matchDefinition runs n random seeded cases of alg through lim.
+func matchDefinition(t *testing.T, c redis.UniversalClient, lim *limiter.Limiter, alg string, n int) {
 	ctx := context.Background()
 	windows := []int64{1000, 2000, 3000, 10_000, 60_000}
-	for _, alg := range stateAlgorithms {
-		t.Run(alg, func(t *testing.T) {
-			rng := rand.New(rand.NewPCG(42, uint64(len(alg))))
-			seen := map[string]int{}
-			for i := range 150 {
-				var rules []string
-				ws := slices.Clone(windows)
-				rng.Shuffle(len(ws), func(a, b int) { ws[a], ws[b] = ws[b], ws[a] })
-				for j := range 1 + rng.IntN(2) {
-					rules = append(rules, fmt.Sprintf("%d/%ds", 1+rng.IntN(10), ws[j]/1000))
-				}
-				p := mustPolicy(t, fmt.Sprintf("m%d=%s@%s", i, strings.Join(rules, ","), alg))
-				cost := int64(1 + rng.IntN(p.SmallestLimit()))
-				key := uniqueKey(t)
-				t0 := redisNow(t, c)
-				pm := make(policyModel, len(p.Rules))
-				for j, r := range p.Rules {
-					pm[j] = randomModel(alg, int64(r.Limit), r.WindowMs(), t0, rng)
-				}
-				seedModel(t, c, key, p, pm)
-				before := stateOf(t, c, key, p)
+	rng := rand.New(rand.NewPCG(42, uint64(len(alg))))
+	seen := map[string]int{}
+	for i := range n {
+		var rules []string
+		ws := slices.Clone(windows)
+		rng.Shuffle(len(ws), func(a, b int) { ws[a], ws[b] = ws[b], ws[a] })
+		for j := range 1 + rng.IntN(2) {
+			rules = append(rules, fmt.Sprintf("%d/%ds", 1+rng.IntN(10), ws[j]/1000))
+		}
+		p := mustPolicy(t, fmt.Sprintf("m%d=%s@%s", i, strings.Join(rules, ","), alg))
+		cost := int64(1 + rng.IntN(p.SmallestLimit()))
+		key := uniqueKey(t)
+		t0 := redisNow(t, c)
+		pm := make(policyModel, len(p.Rules))
+		for j, r := range p.Rules {
+			pm[j] = randomModel(alg, int64(r.Limit), r.WindowMs(), t0, rng)
+		}
+		seedModel(t, c, key, p, pm)
+		before := stateOf(t, c, key, p)
 
-				d, err := lim.Allow(ctx, key, p, int(cost))
-				if err != nil {
-					t.Fatal(err)
+		d, err := lim.Allow(ctx, key, p, int(cost))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := d.NowMs
+		desc := fmt.Sprintf("case %d: %s cost %d, seeded %v at t0, decided at t0+%d", i, p, cost, before, now-t0)
+		first := pm.firstFit(now, cost)
+		if d.Allowed != (first == now) {
+			t.Fatalf("%s: allowed=%v, but the definition first allows it at now+%d", desc, d.Allowed, first-now)
+		}
+		if d.RetryAfterMs != first-now {
+			t.Fatalf("%s: RetryAfterMs = %d, want %d (first fit)", desc, d.RetryAfterMs, first-now)
+		}
+		if !d.Allowed {
+			seen["denied"]++
+			if after := stateOf(t, c, key, p); !maps.Equal(before, after) {
+				t.Fatalf("%s: a denial changed the state to %v", desc, after)
+			}
+			worst := int64(-1)
+			for j, r := range pm {
+				s := d.Rules[j]
+				violated := !r.fits(now, cost)
+				if s.Violated != violated {
+					t.Fatalf("%s: rule %d violated=%v, want %v", desc, j, s.Violated, violated)
 				}
-				now := d.NowMs
-				desc := fmt.Sprintf("case %d: %s cost %d, seeded %v at t0, decided at t0+%d", i, p, cost, before, now-t0)
-				first := pm.firstFit(now, cost)
-				if d.Allowed != (first == now) {
-					t.Fatalf("%s: allowed=%v, but the definition first allows it at now+%d", desc, d.Allowed, first-now)
-				}
-				if d.RetryAfterMs != first-now {
-					t.Fatalf("%s: RetryAfterMs = %d, want %d (first fit)", desc, d.RetryAfterMs, first-now)
-				}
-				if !d.Allowed {
-					seen["denied"]++
-					if after := stateOf(t, c, key, p); !maps.Equal(before, after) {
-						t.Fatalf("%s: a denial changed the state to %v", desc, after)
+				if violated {
+					want := policyModel{r}.firstFit(now, cost) - now
+					if s.RetryMs != want {
+						t.Fatalf("%s: rule %d RetryMs = %d, want %d", desc, j, s.RetryMs, want)
 					}
-					worst := int64(-1)
-					for j, r := range pm {
-						s := d.Rules[j]
-						violated := !r.fits(now, cost)
-						if s.Violated != violated {
-							t.Fatalf("%s: rule %d violated=%v, want %v", desc, j, s.Violated, violated)
-						}
-						if violated {
-							want := policyModel{r}.firstFit(now, cost) - now
-							if s.RetryMs != want {
-								t.Fatalf("%s: rule %d RetryMs = %d, want %d", desc, j, s.RetryMs, want)
-							}
-							worst = max(worst, want)
-						}
-					}
-					if b := d.Bound(); !b.Violated || b.RetryMs != worst {
-						t.Fatalf("%s: binding rule %d %+v, want the violated one with the longest retry %d", desc, d.Binding, b, worst)
-					}
-				} else {
-					seen["allowed"]++
-					for _, r := range pm {
-						r.take(now, cost)
-					}
-				}
-				for j, r := range pm {
-					s := d.Rules[j]
-					if want := remaining(r, now); int64(s.Remaining) != want {
-						t.Fatalf("%s: rule %d Remaining = %d, want %d", desc, j, s.Remaining, want)
-					}
-					if want := resetAfter(r, now); s.ResetMs != want {
-						t.Fatalf("%s: rule %d ResetMs = %d, want %d", desc, j, s.ResetMs, want)
-					}
-					if s.OldestMs != -1 {
-						t.Fatalf("%s: rule %d OldestMs = %d, want -1", desc, j, s.OldestMs)
-					}
-				}
-				w, err := lim.Window(ctx, key, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for j, r := range pm {
-					if want := remaining(r, w.NowMs); int64(w.Rules[j].Remaining) != want {
-						t.Fatalf("%s: after it, Window rule %d Remaining = %d, want %d", desc, j, w.Rules[j].Remaining, want)
-					}
-				}
-				if d.Allowed {
-					if ttl := c.PTTL(ctx, limiter.StateKey(key, p)).Val(); ttl <= 0 {
-						t.Fatalf("%s: the state has no TTL (%v)", desc, ttl)
-					}
+					worst = max(worst, want)
 				}
 			}
-			if seen["allowed"] < 20 || seen["denied"] < 20 {
-				t.Fatalf("the random states tried too little of one side: %v", seen)
+			if b := d.Bound(); !b.Violated || b.RetryMs != worst {
+				t.Fatalf("%s: binding rule %d %+v, want the violated one with the longest retry %d", desc, d.Binding, b, worst)
 			}
-		})
+		} else {
+			seen["allowed"]++
+			for _, r := range pm {
+				r.take(now, cost)
+			}
+		}
+		for j, r := range pm {
+			s := d.Rules[j]
+			if want := remaining(r, now); int64(s.Remaining) != want {
+				t.Fatalf("%s: rule %d Remaining = %d, want %d", desc, j, s.Remaining, want)
+			}
+			if want := resetAfter(r, now); s.ResetMs != want {
+				t.Fatalf("%s: rule %d ResetMs = %d, want %d", desc, j, s.ResetMs, want)
+			}
+			if s.OldestMs != -1 {
+				t.Fatalf("%s: rule %d OldestMs = %d, want -1", desc, j, s.OldestMs)
+			}
+		}
+		w, err := lim.Window(ctx, key, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, r := range pm {
+			if want := remaining(r, w.NowMs); int64(w.Rules[j].Remaining) != want {
+				t.Fatalf("%s: after it, Window rule %d Remaining = %d, want %d", desc, j, w.Rules[j].Remaining, want)
+			}
+		}
+		if d.Allowed {
+			if ttl := c.PTTL(ctx, limiter.StateKey(key, p)).Val(); ttl <= 0 {
+				t.Fatalf("%s: the state has no TTL (%v)", desc, ttl)
+			}
+		}
+	}
+	if seen["allowed"] < n/8 || seen["denied"] < n/8 {
+		t.Fatalf("the random states tried too little of one side: %v", seen)
 	}
 }
 
