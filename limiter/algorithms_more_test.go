@@ -252,3 +252,59 @@ func TestClusterAlgorithms(t *testing.T) {
 		})
 	}
 }
+
+// TestAlgorithmsLimitChanged: state written under one limit is read sensibly
+// under another of the same window (a config reload): counts stay counts, a
+// bucket holds at most its new capacity, and a GCRA TAT kept in fifths of a
+// ms is re-expressed in sevenths, rounded up (never earlier than it was).
+func TestAlgorithmsLimitChanged(t *testing.T) {
+	c := newClient(t, redistest.URL(t))
+	lim := limiter.New(c)
+	ctx := context.Background()
+	awayFromBoundary(t, c, 60_000, 5*time.Second)
+	t0 := redisNow(t, c)
+	start := align(t0, 60_000)
+	for _, tc := range []struct {
+		alg    string
+		stored string
+		// model is the state as the new limit of 7 must read it.
+		model ruleModel
+	}{
+		{limiter.Fixed, fmt.Sprintf("%d:9", start), &fixedModel{l: 7, w: 60_000, start: start, count: 9}},
+		{limiter.Counter, fmt.Sprintf("%d:0:9", start), &counterModel{l: 7, w: 60_000, start: start, curr: 9}},
+		// 12 tokens of an old limit of 12: the bucket is full at 7.
+		{limiter.Bucket, fmt.Sprintf("%d:%d", 12*60_000, t0), &bucketModel{l: 7, w: 60_000, units: 7 * 60_000, last: t0}},
+		// TAT = t0 + 55,000 + 1/5 ms; in sevenths 1/5 = 1.4/7, so 2/7.
+		// Two requests add 120,000/7 = 17,142 + 6/7 ms: 2/7 + 6/7 leaves a
+		// part of a ms over (first fit at t0 + 12,144), where 1/7 would not
+		// (t0 + 12,143).
+		{limiter.GCRA, fmt.Sprintf("%d:1:5", t0+55_000), &gcraModel{l: 7, w: 60_000, tat: (t0+55_000)*7 + 2}},
+	} {
+		t.Run(tc.alg, func(t *testing.T) {
+			p := mustPolicy(t, "changed=7/1m@"+tc.alg)
+			key := uniqueKey(t)
+			if err := c.HSet(ctx, limiter.StateKey(key, p), "60000", tc.stored).Err(); err != nil {
+				t.Fatal(err)
+			}
+			w, err := lim.Window(ctx, key, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := remaining(tc.model, w.NowMs); int64(w.Rules[0].Remaining) != want {
+				t.Fatalf("Remaining %d, want %d", w.Rules[0].Remaining, want)
+			}
+			cost := int64(1)
+			if tc.alg == limiter.GCRA {
+				cost = 2
+			}
+			d, err := lim.Allow(ctx, key, p, int(cost))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := (policyModel{tc.model}).firstFit(d.NowMs, cost)
+			if d.Allowed != (first == d.NowMs) || d.RetryAfterMs != first-d.NowMs {
+				t.Fatalf("allowed=%v retry=%d; the model first allows at now+%d", d.Allowed, d.RetryAfterMs, first-d.NowMs)
+			}
+		})
+	}
+}
