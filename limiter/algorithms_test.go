@@ -270,14 +270,24 @@ func TestAlgorithmsRetryIsTheFirstAllowedMs(t *testing.T) {
 			}
 			t0 := redisNow(t, c)
 			var atZero, atMinusOne bool
+			var keys []string
 			for k := -3; k < 5000 && !(atZero && atMinusOne); k++ {
 				at := t0 + int64(k)
-				key := uniqueKey(t)
-				m := lad.model(p, at, t0, k)
-				if first := (policyModel{m}).firstFit(t0, lad.cost); first != max(at, t0) {
-					t.Fatalf("k=%d: the seeded state first fits at t0%+d, not t0%+d", k, first-t0, k)
+				if len(keys) == 0 {
+					// Seed the next rungs in one round trip, so each rung
+					// costs one: the clock must not outrun k.
+					var pms []policyModel
+					for j := k; j < k+32; j++ {
+						m := lad.model(p, t0+int64(j), t0, j)
+						if first := (policyModel{m}).firstFit(t0, lad.cost); first != max(t0+int64(j), t0) {
+							t.Fatalf("k=%d: the seeded state first fits at t0%+d, not t0%+d", j, first-t0, j)
+						}
+						pms = append(pms, policyModel{m})
+					}
+					keys = seedMany(t, c, p, pms)
 				}
-				seedModel(t, c, key, p, policyModel{m})
+				key := keys[0]
+				keys = keys[1:]
 				d, err := lim.Allow(context.Background(), key, p, int(lad.cost))
 				if err != nil {
 					t.Fatal(err)
@@ -333,9 +343,17 @@ func TestFixedWindowEdge(t *testing.T) {
 		}
 		start := align(redisNow(t, c), 1000)
 		edge := start + 1000
+		var keys []string
 		for {
-			key := uniqueKey(t)
-			seedModel(t, c, key, p, policyModel{&fixedModel{l: 2, w: 1000, start: start, count: 2}})
+			if len(keys) == 0 {
+				pms := make([]policyModel, 64)
+				for i := range pms {
+					pms[i] = policyModel{&fixedModel{l: 2, w: 1000, start: start, count: 2}}
+				}
+				keys = seedMany(t, c, p, pms)
+			}
+			key := keys[0]
+			keys = keys[1:]
 			d, err := lim.Allow(context.Background(), key, p, 1)
 			if err != nil {
 				t.Fatal(err)

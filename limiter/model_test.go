@@ -206,6 +206,26 @@ func seedModel(t testing.TB, c redis.UniversalClient, key string, p limiter.Poli
 	}
 }
 
+// seedMany seeds one fresh key per model in one round trip and returns the
+// keys in the models' order.
+func seedMany(t testing.TB, c redis.UniversalClient, p limiter.Policy, pms []policyModel) []string {
+	t.Helper()
+	keys := make([]string, len(pms))
+	pipe := c.Pipeline()
+	for i, pm := range pms {
+		keys[i] = uniqueKey(t)
+		var fv []any
+		for _, r := range pm {
+			fv = append(fv, strconv.FormatInt(r.window(), 10), r.stored())
+		}
+		pipe.HSet(context.Background(), limiter.StateKey(keys[i], p), fv...)
+	}
+	if _, err := pipe.Exec(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
 // stateOf is the raw hash of key under p.
 func stateOf(t testing.TB, c redis.UniversalClient, key string, p limiter.Policy) map[string]string {
 	t.Helper()
