@@ -54,17 +54,19 @@ type batcher struct {
 }
 
 type call struct {
-	ctx  context.Context
-	key  string
-	args []any
-	res  []int64
-	err  error
-	done chan struct{}
+	ctx    context.Context
+	script *redis.Script
+	key    string
+	args   []any
+	res    []int64
+	err    error
+	done   chan struct{}
 }
 
-// run queues one script call and waits for it.
-func (b *batcher) run(ctx context.Context, key string, args []any) ([]int64, error) {
-	c := &call{ctx: ctx, key: key, args: args, done: make(chan struct{})}
+// run queues one call of script, whose single key is key, and waits for it.
+// Any script that returns an array of integers fits.
+func (b *batcher) run(ctx context.Context, script *redis.Script, key string, args []any) ([]int64, error) {
+	c := &call{ctx: ctx, script: script, key: key, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if b.inFlight < b.maxInFlight {
@@ -156,9 +158,9 @@ func (b *batcher) pipeline(ctx context.Context, calls []*call, full bool) []*red
 	for i, c := range calls {
 		keys := []string{c.key}
 		if full {
-			cmds[i] = checkScript.Eval(ctx, pipe, keys, c.args...)
+			cmds[i] = c.script.Eval(ctx, pipe, keys, c.args...)
 		} else {
-			cmds[i] = checkScript.EvalSha(ctx, pipe, keys, c.args...)
+			cmds[i] = c.script.EvalSha(ctx, pipe, keys, c.args...)
 		}
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error

@@ -214,3 +214,39 @@ func BenchmarkBaselines(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAllowAlgorithms measures batched Limiter.Allow per algorithm from
+// 64 goroutines on 1,000 keys, allowed and denied as in BenchmarkAllow. The
+// Redis side of each (µs per script, bytes per key) is what
+// `go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws` reports.
+func BenchmarkAllowAlgorithms(b *testing.B) {
+	c := benchClient(b)
+	ctx := context.Background()
+	prefix := uuid.NewString()[:8]
+	for _, alg := range limiter.Algorithms {
+		allow := benchPolicy(b, benchAllowPolicy+"@"+alg)
+		deny := benchPolicy(b, benchDenyPolicy+"@"+alg)
+		filler := limiter.New(c, limiter.WithoutBatching())
+		for i := range int64(benchKeys) {
+			if _, err := filler.Allow(ctx, manyKey(prefix, i), deny, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		lim := limiter.New(c)
+		for _, outcome := range []string{"allow", "deny"} {
+			p := allow
+			if outcome == "deny" {
+				p = deny
+			}
+			b.Run(fmt.Sprintf("%s/%s/keys1000/g=64", alg, outcome), func(b *testing.B) {
+				runChecks(b, 64, 1, func(i, _ int64) error {
+					d, err := lim.Allow(ctx, manyKey(prefix, i), p, 1)
+					if err == nil && outcome == "deny" && d.Allowed {
+						err = fmt.Errorf("a check on a full window was allowed: %+v", d)
+					}
+					return err
+				})
+			})
+		}
+	}
+}

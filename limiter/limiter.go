@@ -1,20 +1,21 @@
-// Package limiter is an exact sliding-window-log rate limiter on Redis.
+// Package limiter is a rate limiter on Redis, exact to the definition of
+// each of its algorithms: the sliding-window log (the default), fixed window,
+// sliding-window counter, GCRA and token bucket.
 //
-// Each (client key, policy) owns one sorted set whose members are the allowed
-// requests and whose scores are their arrival times on Redis's own clock. One
-// Lua script evicts, counts and records atomically, so any number of concurrent
-// callers, on any number of app instances, can never let more through than the
-// limit: there is no window between the check and the act.
+// By default each (client key, policy) owns one sorted set whose members are
+// the allowed requests and whose scores are their arrival times on Redis's own
+// clock. The other algorithms keep a few numbers per rule in one hash. Every
+// decision is one Lua script that reads the clock, decides and records
+// atomically, so any number of concurrent callers, on any number of app
+// instances, can never let more through than the algorithm allows: there is
+// no window between the check and the act.
 package limiter
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -24,16 +25,6 @@ const MaxEvict = 1000
 
 // MaxSnapshot bounds the entries one Window snapshot returns.
 const MaxSnapshot = 1000
-
-var (
-	//go:embed check.lua
-	checkSrc    string
-	checkScript = redis.NewScript(checkSrc)
-
-	//go:embed window.lua
-	windowSrc    string
-	windowScript = redis.NewScript(windowSrc)
-)
 
 // rediser lists exactly what the limiter needs of Redis, so a Client, a
 // ClusterClient or a Ring all fit.
@@ -72,21 +63,30 @@ var ErrInvalidCost = errors.New("cost must be from 1 to the policy's smallest li
 // OldestMs 1000, RetryAfterMs 0. The next one at t=4500 is denied: Count 5,
 // RetryAfterMs = 1000 + 10000 - 4500 = 6500; waiting exactly that long, the
 // t=1000 entry is out and the request passes.
+//
+// The same policy as demo=5/10s@gcra: the emission interval is 2000 ms and a
+// fresh key takes 5 at once. After five at t=4000 the TAT is 14000; the sixth
+// at t=4500 is denied with RetryAfterMs = 14000 + 2000 - 10000 - 4500 = 1500:
+// at t=6000 one more fits.
 type Decision struct {
 	// Allowed reports whether the request was admitted and recorded. A denied
-	// request leaves no entry.
+	// request changes nothing in Redis.
 	Allowed bool
 	Key     string
 	Policy  string
-	Cost    int
-	// NowMs is Redis's clock when the script ran, in epoch milliseconds: the
-	// score of the recorded entries.
+	// Algorithm is the policy's algorithm, one of Algorithms.
+	Algorithm string
+	Cost      int
+	// NowMs is Redis's clock when the script ran, in epoch milliseconds: for
+	// the log, the score of the recorded entries.
 	NowMs int64
 	// RetryAfterMs is 0 when allowed; when denied, the exact wait until every
-	// violated rule has room for Cost more entries (if nobody else uses it).
+	// violated rule has room for Cost (if nobody else uses it): the first
+	// millisecond at which the same request would be allowed.
 	RetryAfterMs int64
-	// ID is the member of the recorded entry when allowed: a UUID v4. A cost of
-	// n records ID, ID:1 … ID:n-1.
+	// ID identifies the request when allowed: a UUID v4. For the log it is
+	// the member of the recorded entry, and a cost of n records ID, ID:1 …
+	// ID:n-1; the other algorithms store no per-request data.
 	ID string
 	// Rules holds each rule's state, in the policy's order.
 	Rules []RuleState
@@ -96,22 +96,39 @@ type Decision struct {
 	Binding int
 }
 
-// RuleState is one rule's view of the log after the decision.
+// RuleState is one rule's state after a decision, or in a Window snapshot.
+// Count and Remaining read alike for every algorithm: Count is what the rule
+// counts as used, Remaining = max(0, Limit - Count) is how many requests of
+// cost 1 would still be allowed now.
 type RuleState struct {
 	Limit    int
 	WindowMs int64
-	// Count is the entries inside the window, including this request's cost
-	// when it was allowed.
+	// Count, including this request's cost when it was allowed: for the log
+	// the entries inside the window; for fixed the current window's count;
+	// for counter the weighted estimate rounded up; for gcra and bucket the
+	// part of the burst used (Limit minus the whole requests that fit now).
 	Count     int
 	Remaining int
-	// OldestMs is the oldest score inside the window, or -1 when it is empty.
+	// OldestMs is, for the log, the oldest score inside the window; -1 when
+	// the window is empty and for the algorithms that keep no entries.
 	OldestMs int64
-	// ResetMs is how long until the oldest entry slides out (0 when empty).
+	// ResetMs is what the RateLimit header's t counts down: for the log, until
+	// the oldest entry slides out; for fixed, until the current window ends;
+	// for counter, until the weighted estimate is back to 0; for gcra, until
+	// the TAT is now (the whole burst is back); for bucket, until the bucket
+	// is full. It is 0 when the rule has full room.
 	ResetMs int64
 	// Violated reports that this rule had no room for the request.
 	Violated bool
 	// RetryMs is, for a violated rule, the wait until it has room.
 	RetryMs int64
+
+	// The algorithm's own state; exactly one is set, none for the log (whose
+	// state is its entries, in Window.Entries).
+	Fixed   *FixedState
+	Counter *CounterState
+	GCRA    *GCRAState
+	Bucket  *BucketState
 }
 
 // Bound is the binding rule's state.
@@ -126,66 +143,15 @@ func (l *Limiter) Allow(ctx context.Context, key string, p Policy, cost int) (De
 	if cost < 1 || cost > p.SmallestLimit() {
 		return Decision{}, ErrInvalidCost
 	}
-	member := uuid.NewString()
-	args := make([]any, 0, 3+2*len(p.Rules))
-	args = append(args, cost, member, MaxEvict)
-	for _, r := range p.Rules {
-		args = append(args, r.Limit, r.WindowMs())
-	}
-	var res []int64
-	var err error
-	if l.batch != nil {
-		res, err = l.batch.run(ctx, RedisKey(key, p.Name), args)
-	} else {
-		res, err = checkScript.Run(ctx, l.rdb, []string{RedisKey(key, p.Name)}, args...).Int64Slice()
-	}
-	if err != nil {
-		return Decision{}, fmt.Errorf("failed to run the check script: %w", err)
-	}
-	if len(res) != 2+3*len(p.Rules) {
-		return Decision{}, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
-	}
-	return decide(key, p, cost, member, res), nil
+	return algorithmOf(p).allow(ctx, l, key, p, cost)
 }
 
-// decide turns the script's reply into a Decision.
-func decide(key string, p Policy, cost int, member string, res []int64) Decision {
-	d := Decision{
-		Allowed: res[0] == 1,
-		Key:     key,
-		Policy:  p.Name,
-		Cost:    cost,
-		NowMs:   res[1],
-		Rules:   make([]RuleState, len(p.Rules)),
+// eval runs one decision script, in the next pipeline when batching.
+func (l *Limiter) eval(ctx context.Context, s *redis.Script, key string, args []any) ([]int64, error) {
+	if l.batch != nil {
+		return l.batch.run(ctx, s, key, args)
 	}
-	if d.Allowed {
-		d.ID = member
-	}
-	for i, r := range p.Rules {
-		count, oldest, retry := int(res[2+3*i]), res[3+3*i], res[4+3*i]
-		if d.Allowed {
-			count += cost
-			if oldest < 0 {
-				oldest = d.NowMs
-			}
-		}
-		s := RuleState{
-			Limit:     r.Limit,
-			WindowMs:  r.WindowMs(),
-			Count:     count,
-			Remaining: max(0, r.Limit-count),
-			OldestMs:  oldest,
-			Violated:  !d.Allowed && retry > 0,
-			RetryMs:   retry,
-		}
-		if oldest >= 0 {
-			s.ResetMs = max(0, oldest+s.WindowMs-d.NowMs)
-		}
-		d.Rules[i] = s
-		d.RetryAfterMs = max(d.RetryAfterMs, retry)
-	}
-	d.Binding = binding(d)
-	return d
+	return s.Run(ctx, l.rdb, []string{key}, args...).Int64Slice()
 }
 
 func binding(d Decision) int {
@@ -210,15 +176,20 @@ type Entry struct {
 	Ms int64  // its score: arrival on Redis's clock
 }
 
-// Window is a snapshot of one log, taken without consuming anything.
+// Window is a snapshot of one client's state under a policy, taken without
+// consuming anything. Every algorithm fills Count and Limit (and each rule's
+// Count and Remaining), so a page can draw "used / limit" for any policy;
+// the log adds its entries, the others their per-rule state in Rules.
 type Window struct {
-	Key    string
-	Policy string
-	// Entries are those inside the longest window, oldest first, at most
-	// MaxSnapshot of them.
+	Key       string
+	Policy    string
+	Algorithm string
+	// Entries are, for the log, those inside the longest window, oldest
+	// first, at most MaxSnapshot of them; empty for the other algorithms.
 	Entries   []Entry
 	Truncated bool
-	// Count is the true number of entries inside the longest window.
+	// Count is the longest window's Count: for the log, the true number of
+	// entries inside it.
 	Count    int
 	Limit    int // the longest window's limit
 	WindowMs int64
@@ -227,64 +198,34 @@ type Window struct {
 	Rules []RuleState
 }
 
-// Window returns a snapshot of key's log under p on Redis's clock.
+// Window returns a snapshot of key's state under p on Redis's clock.
 func (l *Limiter) Window(ctx context.Context, key string, p Policy) (Window, error) {
 	if err := ValidateKey(key); err != nil {
 		return Window{}, err
 	}
-	args := make([]any, 0, 1+len(p.Rules))
-	args = append(args, MaxSnapshot)
-	for _, r := range p.Rules {
-		args = append(args, r.WindowMs())
-	}
-	raw, err := windowScript.Run(ctx, l.rdb, []string{RedisKey(key, p.Name)}, args...).Slice()
+	w, err := algorithmOf(p).window(ctx, l, key, p)
 	if err != nil {
-		return Window{}, fmt.Errorf("failed to run the window script: %w", err)
-	}
-	if len(raw) != 2+2*len(p.Rules) {
-		return Window{}, fmt.Errorf("failed to read the window script's reply: %d values", len(raw))
-	}
-	return snapshot(key, p, raw)
-}
-
-func snapshot(key string, p Policy, raw []any) (Window, error) {
-	now, _ := raw[0].(int64)
-	pairs, _ := raw[1].([]any)
-	w := Window{Key: key, Policy: p.Name, NowMs: now, Entries: make([]Entry, 0, len(pairs)/2)}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		id, _ := pairs[i].(string)
-		score, _ := pairs[i+1].(string)
-		ms, err := strconv.ParseFloat(score, 64)
-		if err != nil {
-			return Window{}, fmt.Errorf("failed to read score %q: %w", score, err)
-		}
-		w.Entries = append(w.Entries, Entry{ID: id, Ms: int64(ms)})
+		return Window{}, err
 	}
 	longest := 0
-	for i, r := range p.Rules {
-		count, _ := raw[2+2*i].(int64)
-		oldest, _ := raw[3+2*i].(int64)
-		s := RuleState{Limit: r.Limit, WindowMs: r.WindowMs(), Count: int(count), Remaining: max(0, r.Limit-int(count)), OldestMs: oldest}
-		if oldest >= 0 {
-			s.ResetMs = max(0, oldest+s.WindowMs-now)
-		}
-		w.Rules = append(w.Rules, s)
-		if s.WindowMs > w.Rules[longest].WindowMs {
+	for i, r := range w.Rules {
+		if r.WindowMs > w.Rules[longest].WindowMs {
 			longest = i
 		}
 	}
 	lr := w.Rules[longest]
 	w.Count, w.Limit, w.WindowMs = lr.Count, lr.Limit, lr.WindowMs
-	w.Truncated = w.Count > len(w.Entries)
+	w.Truncated = w.Count > len(w.Entries) && p.algorithm() == Log
 	return w, nil
 }
 
-// Reset deletes key's log under p: the client starts afresh.
+// Reset deletes key's state under p, of every algorithm: the client starts
+// afresh.
 func (l *Limiter) Reset(ctx context.Context, key string, p Policy) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
-	if err := l.rdb.Del(ctx, RedisKey(key, p.Name)).Err(); err != nil {
+	if err := l.rdb.Del(ctx, allStateKeys(key, p.Name)...).Err(); err != nil {
 		return fmt.Errorf("failed to reset the window: %w", err)
 	}
 	return nil

@@ -10,13 +10,24 @@ import (
 	"time"
 )
 
-// Bounds of a policy, from SPEC §1.
+// Bounds of a policy, from SPEC §1. The log stores one entry per request, so
+// its limit is the smaller one; the other algorithms keep a few numbers per
+// rule whatever the limit.
 const (
-	MaxLimit  = 100_000
-	MinWindow = time.Second
-	MaxWindow = 7 * 24 * time.Hour
-	MaxKeyLen = 128
+	MaxLimit    = 10_000_000
+	MaxLogLimit = 100_000
+	MinWindow   = time.Second
+	MaxWindow   = 7 * 24 * time.Hour
+	MaxKeyLen   = 128
 )
+
+// MaxLimitOf is the largest limit a rule of the named algorithm may have.
+func MaxLimitOf(algorithm string) int {
+	if algorithm == Log || algorithm == "" {
+		return MaxLogLimit
+	}
+	return MaxLimit
+}
 
 // DefaultPolicies exist unless a configuration redefines them: "default" for
 // callers that name no policy, "demo" as the public sandbox of the page.
@@ -32,12 +43,27 @@ type Rule struct {
 // WindowMs is the window in milliseconds, the unit scores are kept in.
 func (r Rule) WindowMs() int64 { return r.Window.Milliseconds() }
 
-// Policy is a named set of rules checked together on one log, e.g.
-// login=5/1m,20/1h: at most 5 a minute and 20 an hour. Rules are sorted by
-// window, shortest first.
+// Policy is a named set of rules checked together, e.g. login=5/1m,20/1h: at
+// most 5 a minute and 20 an hour. Rules are sorted by window, shortest first.
+// Build one with ParsePolicy, which fills every field.
 type Policy struct {
 	Name  string
 	Rules []Rule
+	// Algorithm is how the windows are kept: Log, Fixed, Counter, GCRA or
+	// Bucket (SPEC §8). Empty means Log.
+	Algorithm string
+	// Shadow marks a policy decided and recorded as if enforced, whose
+	// callers answer allow anyway (SPEC §9). The limiter itself decides a
+	// shadow policy exactly like any other.
+	Shadow bool
+}
+
+// algorithm is p.Algorithm with the default filled in.
+func (p Policy) algorithm() string {
+	if p.Algorithm == "" {
+		return Log
+	}
+	return p.Algorithm
 }
 
 // Longest is the longest window of the policy: entries older than that count
@@ -59,33 +85,62 @@ func (p Policy) SmallestLimit() int {
 	return m
 }
 
-// String gives the policy back in the form ParsePolicy reads.
+// String gives the policy back in the form ParsePolicy reads; "@log" is
+// left out, as the default.
 func (p Policy) String() string {
 	parts := make([]string, len(p.Rules))
 	for i, r := range p.Rules {
 		parts[i] = fmt.Sprintf("%d/%s", r.Limit, r.Window)
 	}
-	return p.Name + "=" + strings.Join(parts, ",")
+	s := p.Name + "=" + strings.Join(parts, ",")
+	if a := p.algorithm(); a != Log {
+		s += "@" + a
+	}
+	if p.Shadow {
+		s += shadowSuffix
+	}
+	return s
 }
 
 var policyName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
-// ParsePolicy reads NAME=LIMIT/WINDOW[,LIMIT/WINDOW…], e.g. "login=5/1m,20/1h".
-// WINDOW is a Go duration of whole seconds from 1s to 7 days (168h); LIMIT is
-// 1 to 100,000; a window may appear once.
+const shadowSuffix = "+shadow"
+
+// ParsePolicy reads NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow],
+// e.g. "login=5/1m,20/1h", "api=1000/1m@gcra", "search=50/10s+shadow".
+// WINDOW is a Go duration of whole seconds from 1s to 7 days (168h); a window
+// may appear once. ALGORITHM is one of Algorithms (default log). LIMIT is 1 to
+// MaxLimitOf(ALGORITHM): 100,000 for log, 10,000,000 for the others.
 func ParsePolicy(s string) (Policy, error) {
-	name, rules, ok := strings.Cut(strings.TrimSpace(s), "=")
+	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok {
-		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…], e.g. login=5/1m,20/1h", s)
+		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow], e.g. login=5/1m,20/1h", s)
 	}
 	name = strings.TrimSpace(name)
 	if !policyName.MatchString(name) {
 		return Policy{}, fmt.Errorf("policy %q: name %q must be 1-32 characters of a-z 0-9 _ -", s, name)
 	}
-	p := Policy{Name: name}
+	p := Policy{Name: name, Algorithm: Log}
+	rules, flag, hasFlag := strings.Cut(rest, "+")
+	if hasFlag {
+		if "+"+strings.TrimSpace(flag) != shadowSuffix {
+			return Policy{}, fmt.Errorf("policy %q: suffix %q: the only one is +shadow, after the rules and @ALGORITHM", name, "+"+flag)
+		}
+		p.Shadow = true
+	}
+	rules, alg, hasAlg := strings.Cut(rules, "@")
+	if hasAlg {
+		p.Algorithm = strings.TrimSpace(alg)
+		if !knownAlgorithm(p.Algorithm) {
+			return Policy{}, fmt.Errorf("policy %q: algorithm %q must be one of %s", name, p.Algorithm, strings.Join(Algorithms, ", "))
+		}
+	}
 	for part := range strings.SplitSeq(rules, ",") {
-		r, err := parseRule(strings.TrimSpace(part))
+		r, err := parseRule(strings.TrimSpace(part), MaxLimitOf(p.Algorithm))
 		if err != nil {
+			if hasAlg {
+				err = fmt.Errorf("%w for @%s", err, p.Algorithm)
+			}
 			return Policy{}, fmt.Errorf("policy %q: %w", name, err)
 		}
 		if slices.ContainsFunc(p.Rules, func(o Rule) bool { return o.Window == r.Window }) {
@@ -97,14 +152,14 @@ func ParsePolicy(s string) (Policy, error) {
 	return p, nil
 }
 
-func parseRule(s string) (Rule, error) {
+func parseRule(s string, maxLimit int) (Rule, error) {
 	ls, ws, ok := strings.Cut(s, "/")
 	if !ok {
 		return Rule{}, fmt.Errorf("rule %q: want LIMIT/WINDOW, e.g. 5/1m", s)
 	}
 	limit, err := strconv.Atoi(strings.TrimSpace(ls))
-	if err != nil || limit < 1 || limit > MaxLimit {
-		return Rule{}, fmt.Errorf("rule %q: limit must be a whole number from 1 to %d", s, MaxLimit)
+	if err != nil || limit < 1 || limit > maxLimit {
+		return Rule{}, fmt.Errorf("rule %q: limit must be a whole number from 1 to %d", s, maxLimit)
 	}
 	w, err := time.ParseDuration(strings.TrimSpace(ws))
 	if err != nil {

@@ -1,6 +1,7 @@
 package limiter_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,35 @@ func TestParsePolicy(t *testing.T) {
 	}
 }
 
+func TestParsePolicyAlgorithmAndShadow(t *testing.T) {
+	for _, tc := range []struct {
+		in, algorithm string
+		shadow        bool
+		out           string
+	}{
+		{"login=5/1m,20/1h", limiter.Log, false, "login=5/1m0s,20/1h0m0s"},
+		{"api=1000/1m@gcra", limiter.GCRA, false, "api=1000/1m0s@gcra"},
+		{"search=50/10s+shadow", limiter.Log, true, "search=50/10s+shadow"},
+		{"a=5/1s,9/1m@counter+shadow", limiter.Counter, true, "a=5/1s,9/1m0s@counter+shadow"},
+		{" b = 7/2s @ bucket + shadow ", limiter.Bucket, true, "b=7/2s@bucket+shadow"},
+		{"c=3/1s@log", limiter.Log, false, "c=3/1s"},
+		{"d=10000000/168h@fixed", limiter.Fixed, false, "d=10000000/168h0m0s@fixed"},
+		{"e=100000/1s", limiter.Log, false, "e=100000/1s"},
+	} {
+		p, err := limiter.ParsePolicy(tc.in)
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if p.Algorithm != tc.algorithm || p.Shadow != tc.shadow || p.String() != tc.out {
+			t.Errorf("%q: algorithm %q shadow %v string %q; want %q %v %q", tc.in, p.Algorithm, p.Shadow, p.String(), tc.algorithm, tc.shadow, tc.out)
+		}
+		if back, err := limiter.ParsePolicy(p.String()); err != nil || back.String() != p.String() || back.Algorithm != p.Algorithm || back.Shadow != p.Shadow {
+			t.Errorf("round trip of %q: %+v %v", p.String(), back, err)
+		}
+	}
+}
+
 func TestParsePolicyErrors(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"login", "want NAME=LIMIT/WINDOW"},
@@ -42,6 +72,19 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"login=5/forever", "Go duration"},
 		{"login=5/1m,10/60s", "appears twice"},
 		{"login=5/1m,", "want LIMIT/WINDOW"},
+		{"login=5/1m@", `algorithm "" must be one of log, fixed, counter, gcra, bucket`},
+		{"login=5/1m@sliding", `algorithm "sliding" must be one of`},
+		{"login=5/1m@GCRA", `algorithm "GCRA"`},
+		{"login=5/1m@gcra@log", `algorithm "gcra@log"`},
+		{"login=5/1m+", `suffix "+"`},
+		{"login=5/1m+shadows", `suffix "+shadows"`},
+		{"login=5/1m+shadow@gcra", `suffix "+shadow@gcra"`},
+		{"login=5/1m+shadow+shadow", `suffix "+shadow+shadow"`},
+		{"login=100001/1m@log", "from 1 to 100000 for @log"},
+		{"login=10000001/1m@gcra", "from 1 to 10000000 for @gcra"},
+		{"login=0/1m@bucket", `rule "0/1m": limit must be a whole number from 1 to 10000000`},
+		{"login=5/1m,5/60s@fixed", "appears twice"},
+		{"login=@gcra", "want LIMIT/WINDOW"},
 	} {
 		_, err := limiter.ParsePolicy(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -85,7 +128,8 @@ func TestValidateKey(t *testing.T) {
 }
 
 func FuzzParsePolicy(f *testing.F) {
-	for _, s := range []string{"login=5/1m,20/1h", "demo=5/10s", "x=1/1s", "a=", "=", "a=1/0s", "a=99999999999999999999/1s"} {
+	for _, s := range []string{"login=5/1m,20/1h", "demo=5/10s", "x=1/1s", "a=", "=", "a=1/0s", "a=99999999999999999999/1s",
+		"api=1000/1m@gcra", "search=50/10s+shadow", "b=200000/1s@bucket+shadow", "c=1/1s@", "d=1/1s+"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -93,10 +137,15 @@ func FuzzParsePolicy(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if len(p.Rules) == 0 || p.SmallestLimit() < 1 || p.Longest() > limiter.MaxWindow {
+		if len(p.Rules) == 0 || p.SmallestLimit() < 1 || p.Longest() > limiter.MaxWindow || !slices.Contains(limiter.Algorithms, p.Algorithm) {
 			t.Fatalf("accepted %q as %+v", s, p)
 		}
-		if back, err := limiter.ParsePolicy(p.String()); err != nil || back.String() != p.String() {
+		for _, r := range p.Rules {
+			if r.Limit > limiter.MaxLimitOf(p.Algorithm) {
+				t.Fatalf("accepted %q: limit %d over %d for %s", s, r.Limit, limiter.MaxLimitOf(p.Algorithm), p.Algorithm)
+			}
+		}
+		if back, err := limiter.ParsePolicy(p.String()); err != nil || back.String() != p.String() || back.Algorithm != p.Algorithm || back.Shadow != p.Shadow {
 			t.Fatalf("round trip of %q: %v", s, err)
 		}
 	})

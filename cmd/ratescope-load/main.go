@@ -6,7 +6,10 @@
 //   - library: limiter.Allow against raw pipelined EVALSHA of the same script
 //     and a plain go-redis Script.Run per call, on the same Redis: checks/s;
 //   - WebSocket fan-out: N viewers of one window; the time from sending a check
-//     until every viewer has its decision message, and memory per idle viewer.
+//     until every viewer has its decision message, and memory per idle viewer;
+//   - algorithms (SPEC §8): per algorithm, Redis µs per check and bytes per
+//     key at limits 10, 1,000 and 100,000, and agreement with the log on one
+//     recorded bursty trace (--trace-duration, replayed in real time).
 //
 // It starts its own redis-server on a free port (unless --redis-url is given)
 // and runs the server as a separate process — this binary re-executed with the
@@ -14,7 +17,8 @@
 // Everything listens on 127.0.0.1 only; every child process is stopped at the
 // end, on failure and on Ctrl-C.
 //
-//	go run ./cmd/ratescope-load                       # every phase, about a minute
+//	go run ./cmd/ratescope-load                       # every phase, about three minutes
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws   # the algorithms only
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --viewers 10000
 package main
 
@@ -45,6 +49,8 @@ type options struct {
 	skipHTTP      bool
 	skipLib       bool
 	skipWS        bool
+	skipAlgos     bool
+	traceDuration time.Duration
 	out           string
 }
 
@@ -69,6 +75,8 @@ func main() {
 	flag.BoolVar(&o.skipHTTP, "skip-http", false, "skip the HTTP phase")
 	flag.BoolVar(&o.skipLib, "skip-lib", false, "skip the library phase")
 	flag.BoolVar(&o.skipWS, "skip-ws", false, "skip the WebSocket fan-out phase")
+	flag.BoolVar(&o.skipAlgos, "skip-algos", false, "skip the algorithms phase (cost per check, bytes per key, agreement on a trace)")
+	flag.DurationVar(&o.traceDuration, "trace-duration", time.Minute, "how long the algorithms phase's trace lasts (it is replayed in real time)")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
 	flag.Parse()
 	if err := o.validate(); err != nil {
@@ -95,6 +103,8 @@ func (o options) validate() error {
 		return errors.New("--tick-interval must be at least 10ms, as the server requires")
 	case o.checkInterval < 0:
 		return errors.New("--check-interval must not be negative")
+	case o.traceDuration < time.Second:
+		return errors.New("--trace-duration must be at least 1s")
 	}
 	return nil
 }
@@ -155,6 +165,7 @@ func run(o options) error {
 		{"HTTP", o.skipHTTP, measureHTTP},
 		{"library", o.skipLib, measureLibrary},
 		{"WebSocket fan-out", o.skipWS, measureFanOut},
+		{"algorithms", o.skipAlgos, measureAlgorithms},
 	}
 	var failed []string
 	for _, p := range phases {

@@ -1,0 +1,125 @@
+package limiter
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed check.lua
+	checkSrc    string
+	checkScript = redis.NewScript(checkSrc)
+
+	//go:embed window.lua
+	windowSrc    string
+	windowScript = redis.NewScript(windowSrc)
+)
+
+// logAlgorithm is the sliding-window log (SPEC §2): one sorted set per client
+// and policy, one entry per allowed request, scored by its arrival on Redis's
+// clock.
+type logAlgorithm struct{}
+
+func (logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, error) {
+	member := uuid.NewString()
+	args := make([]any, 0, 3+2*len(p.Rules))
+	args = append(args, cost, member, MaxEvict)
+	for _, r := range p.Rules {
+		args = append(args, r.Limit, r.WindowMs())
+	}
+	res, err := l.eval(ctx, checkScript, RedisKey(key, p.Name), args)
+	if err != nil {
+		return Decision{}, fmt.Errorf("failed to run the check script: %w", err)
+	}
+	if len(res) != 2+3*len(p.Rules) {
+		return Decision{}, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
+	}
+	return decideLog(key, p, cost, member, res), nil
+}
+
+// decideLog turns the check script's reply into a Decision.
+func decideLog(key string, p Policy, cost int, member string, res []int64) Decision {
+	d := Decision{
+		Allowed:   res[0] == 1,
+		Key:       key,
+		Policy:    p.Name,
+		Algorithm: Log,
+		Cost:      cost,
+		NowMs:     res[1],
+		Rules:     make([]RuleState, len(p.Rules)),
+	}
+	if d.Allowed {
+		d.ID = member
+	}
+	for i, r := range p.Rules {
+		count, oldest, retry := int(res[2+3*i]), res[3+3*i], res[4+3*i]
+		if d.Allowed {
+			count += cost
+			if oldest < 0 {
+				oldest = d.NowMs
+			}
+		}
+		s := RuleState{
+			Limit:     r.Limit,
+			WindowMs:  r.WindowMs(),
+			Count:     count,
+			Remaining: max(0, r.Limit-count),
+			OldestMs:  oldest,
+			Violated:  !d.Allowed && retry > 0,
+			RetryMs:   retry,
+		}
+		if oldest >= 0 {
+			s.ResetMs = max(0, oldest+s.WindowMs-d.NowMs)
+		}
+		d.Rules[i] = s
+		d.RetryAfterMs = max(d.RetryAfterMs, retry)
+	}
+	d.Binding = binding(d)
+	return d
+}
+
+func (logAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error) {
+	args := make([]any, 0, 1+len(p.Rules))
+	args = append(args, MaxSnapshot)
+	for _, r := range p.Rules {
+		args = append(args, r.WindowMs())
+	}
+	raw, err := windowScript.Run(ctx, l.rdb, []string{RedisKey(key, p.Name)}, args...).Slice()
+	if err != nil {
+		return Window{}, fmt.Errorf("failed to run the window script: %w", err)
+	}
+	if len(raw) != 2+2*len(p.Rules) {
+		return Window{}, fmt.Errorf("failed to read the window script's reply: %d values", len(raw))
+	}
+	return logSnapshot(key, p, raw)
+}
+
+func logSnapshot(key string, p Policy, raw []any) (Window, error) {
+	now, _ := raw[0].(int64)
+	pairs, _ := raw[1].([]any)
+	w := Window{Key: key, Policy: p.Name, Algorithm: Log, NowMs: now, Entries: make([]Entry, 0, len(pairs)/2)}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		id, _ := pairs[i].(string)
+		score, _ := pairs[i+1].(string)
+		ms, err := strconv.ParseFloat(score, 64)
+		if err != nil {
+			return Window{}, fmt.Errorf("failed to read score %q: %w", score, err)
+		}
+		w.Entries = append(w.Entries, Entry{ID: id, Ms: int64(ms)})
+	}
+	for i, r := range p.Rules {
+		count, _ := raw[2+2*i].(int64)
+		oldest, _ := raw[3+2*i].(int64)
+		s := RuleState{Limit: r.Limit, WindowMs: r.WindowMs(), Count: int(count), Remaining: max(0, r.Limit-int(count)), OldestMs: oldest}
+		if oldest >= 0 {
+			s.ResetMs = max(0, oldest+s.WindowMs-now)
+		}
+		w.Rules = append(w.Rules, s)
+	}
+	return w, nil
+}

@@ -1,0 +1,102 @@
+package limiter
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed state.lua
+var stateSrc string
+
+// newStateScript is an algorithm's script: state.lua, which reads the clock
+// and runs the rules, followed by the algorithm's own file.
+func newStateScript(src string) *redis.Script { return redis.NewScript(stateSrc + "\n" + src) }
+
+// stateValues is how many numbers the state scripts return per rule: used,
+// resetMs, retryMs and three of the algorithm's own.
+const stateValues = 6
+
+// stateAlgorithm is an algorithm that keeps a few numbers per rule in one
+// hash (fixed, counter, gcra, bucket). The script decides; the Go side only
+// reads the reply. A look without deciding is the same script with cost 0,
+// so a Window never disagrees with a decision about what the state means.
+type stateAlgorithm struct {
+	name   string
+	script *redis.Script
+	// describe fills the algorithm's own field of s from the script's three
+	// state numbers, at nowMs.
+	describe func(s *RuleState, nowMs int64, raw [3]int64)
+}
+
+func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Policy, cost int) (bool, int64, []RuleState, error) {
+	args := make([]any, 0, 1+2*len(p.Rules))
+	args = append(args, cost)
+	for _, r := range p.Rules {
+		args = append(args, r.Limit, r.WindowMs())
+	}
+	k := AlgorithmKey(key, p.Name, a.name)
+	var res []int64
+	var err error
+	if cost > 0 {
+		res, err = l.eval(ctx, a.script, k, args)
+	} else {
+		res, err = a.script.Run(ctx, l.rdb, []string{k}, args...).Int64Slice()
+	}
+	if err != nil {
+		return false, 0, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
+	}
+	if len(res) != 2+stateValues*len(p.Rules) {
+		return false, 0, nil, fmt.Errorf("failed to read the %s script's reply: %d values", a.name, len(res))
+	}
+	allowed, now := res[0] == 1, res[1]
+	rules := make([]RuleState, len(p.Rules))
+	for i, r := range p.Rules {
+		v := res[2+stateValues*i:]
+		used, reset, retry := int(v[0]), v[1], v[2]
+		rules[i] = RuleState{
+			Limit:     r.Limit,
+			WindowMs:  r.WindowMs(),
+			Count:     used,
+			Remaining: max(0, r.Limit-used),
+			OldestMs:  -1,
+			ResetMs:   reset,
+			Violated:  cost > 0 && !allowed && retry > 0,
+			RetryMs:   retry,
+		}
+		a.describe(&rules[i], now, [3]int64{v[3], v[4], v[5]})
+	}
+	return allowed, now, rules, nil
+}
+
+func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, error) {
+	allowed, now, rules, err := a.run(ctx, l, key, p, cost)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{Allowed: allowed, Key: key, Policy: p.Name, Algorithm: a.name, Cost: cost, NowMs: now, Rules: rules}
+	if allowed {
+		d.ID = uuid.NewString()
+	}
+	for _, r := range rules {
+		if r.Violated {
+			d.RetryAfterMs = max(d.RetryAfterMs, r.RetryMs)
+		}
+	}
+	d.Binding = binding(d)
+	return d, nil
+}
+
+func (a stateAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error) {
+	_, now, rules, err := a.run(ctx, l, key, p, 0)
+	if err != nil {
+		return Window{}, err
+	}
+	for i := range rules {
+		rules[i].RetryMs = 0
+	}
+	return Window{Key: key, Policy: p.Name, Algorithm: a.name, NowMs: now, Rules: rules}, nil
+}

@@ -1,0 +1,94 @@
+-- state.lua: what the fixed, counter, gcra and bucket scripts share; each of
+-- those files is appended to this one and ends with `return run(assess,
+-- consume, report)`.
+--
+-- KEYS[1]  the hash rate_limit:{<key>}:<policy>:<algorithm>, one field per
+--          rule, named by its window in ms (e.g. "60000"); the field's value
+--          is the algorithm's state, whole numbers joined by ':'
+-- ARGV[1]  cost (>= 1); 0 looks at the state without deciding or writing
+-- ARGV[2…] the rules as pairs: limit, windowMs
+--
+-- Returns {allowed, nowMs, then per rule: used, resetMs, retryMs, s1, s2, s3}
+--   used      what the rule counts as used after this request (limit - what
+--             still fits), including its cost when allowed
+--   resetMs   ms until the rule has full room again (0 when it has)
+--   retryMs   for a violated rule, ms until the same request fits; else 0
+--   s1…s3     the algorithm's state after the request (see its file)
+--
+-- Time is Redis's own clock (TIME) in whole ms. Lua numbers are doubles, exact
+-- for integers up to 2^53; limit ≤ 10^7 and window ≤ 6.048·10^8 ms keep every
+-- product below under 6.1·10^15. Whole-number division is idiv.
+--
+-- A request is allowed only if every rule allows it; then every rule consumes
+-- its cost and the hash expires when the last rule has full room again.
+-- A denied request changes nothing.
+
+local key = KEYS[1]
+local cost = tonumber(ARGV[1])
+local nrules = (#ARGV - 1) / 2
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- idiv is floor(x / d) for whole numbers, d > 0. It is exact: x / d rounds
+-- to the nearest double, and a true quotient k - r/d (r >= 1) could only round
+-- to k if r/d < k·2^-53, i.e. k·d > 2^53 — but |x| stays below 2^53 here.
+local function idiv(x, d)
+  return math.floor(x / d)
+end
+
+-- cdiv is ceil(x / d) for whole numbers, d > 0.
+local function cdiv(x, d)
+  return -idiv(-x, d)
+end
+
+-- int writes a whole number as digits, never in e-notation.
+local function int(x)
+  return string.format('%.0f', x)
+end
+
+-- run applies the algorithm to every rule:
+--   assess(limit, w, stored) -> s, a table with s.fits (the cost fits now)
+--                               and s.retry (ms until it would, when not)
+--   consume(s)               -> takes the cost; returns the value to store
+--   report(s)                -> used, resetMs, s1, s2, s3
+local function run(assess, consume, report)
+  local states = {}
+  local allowed = 1
+  for i = 1, nrules do
+    local s = assess(tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1]), redis.call('HGET', key, ARGV[2 * i + 1]))
+    if not s.fits then
+      allowed = 0
+    end
+    states[i] = s
+  end
+  local out = {allowed, now}
+  local writes = {}
+  local ttl = 0
+  for i = 1, nrules do
+    local s = states[i]
+    if allowed == 1 and cost > 0 then
+      writes[#writes + 1] = ARGV[2 * i + 1]
+      writes[#writes + 1] = consume(s)
+    end
+    local used, reset, s1, s2, s3 = report(s)
+    if reset > ttl then
+      ttl = reset
+    end
+    local retry = 0
+    if not s.fits then
+      retry = s.retry
+    end
+    out[#out + 1] = used
+    out[#out + 1] = reset
+    out[#out + 1] = retry
+    out[#out + 1] = s1
+    out[#out + 1] = s2
+    out[#out + 1] = s3
+  end
+  if #writes > 0 then
+    redis.call('HSET', key, unpack(writes))
+    redis.call('PEXPIRE', key, ttl)
+  end
+  return out
+end
