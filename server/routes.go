@@ -8,10 +8,10 @@ import (
 // routes is the whole HTTP surface in one place.
 func routes(e *echo.Echo, a *app) {
 	api := e.Group("/api/v1")
-	api.POST("/check", handleCheck(a))
+	api.POST("/check", handleCheck(a.store, a.mw, a.auth))
 	api.GET("/window", handleWindow(a))
 	api.DELETE("/window", handleReset(a))
-	api.GET("/policies", handlePolicies(a))
+	api.GET("/policies", handlePolicies(a.store))
 	api.POST("/race", handleRace(a))
 
 	e.GET("/", handlePage(a))
