@@ -14,6 +14,10 @@ func routes(e *echo.Echo, a *app) {
 	api.GET("/policies", handlePolicies(a.store))
 	api.POST("/race", handleRace(a))
 
+	forwardAuth := handleForwardAuth(a.store, a.mw)
+	e.Any(forwardAuthPrefix, forwardAuth)
+	e.Any(forwardAuthPrefix+"/*", forwardAuth)
+
 	e.GET("/", handlePage(a))
 	e.GET("/static/*", handleStatic())
 	e.GET("/ws", handleWS(a, a.live))

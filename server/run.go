@@ -166,7 +166,7 @@ func newEcho(a *app) *echo.Echo {
 			// Checks are the hot path and are counted in metrics; their access
 			// lines are debug-level unless something failed.
 			level := slog.LevelInfo
-			if c.Path() == "/api/v1/check" && v.Status < 500 {
+			if hotPath(c.Path()) && v.Status < 500 {
 				level = slog.LevelDebug
 			}
 			a.log.LogAttrs(c.Request().Context(), level, "request", slog.String("method", v.Method),
@@ -177,6 +177,12 @@ func newEcho(a *app) *echo.Echo {
 	}))
 	routes(e, a)
 	return e
+}
+
+// hotPath reports whether a route answers checks: counted in metrics, logged
+// at debug level.
+func hotPath(path string) bool {
+	return path == "/api/v1/check" || path == forwardAuthPrefix || path == forwardAuthPrefix+"/*"
 }
 
 // securityHeaders sets the usual hardening headers on every response. The
