@@ -182,19 +182,24 @@ func TestConfigFileErrors(t *testing.T) {
 		{"envoy keys twice", "envoy:\n  - domain: edge\n    descriptors:\n      - {keys: [a], policy: demo}\n      - {keys: [a], policy: demo}\n", nil, "envoy[0].descriptors[1].keys"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"ratescope", "--redis-url", "redis://127.0.0.1:1/0", "--config", writeConfig(t, tc.file)}, tc.args...)
-			err := server.Run(context.Background(), args, func(string) string { return "" }, io.Discard)
+			args := append([]string{"ratescope", "--addr", "127.0.0.1:0", "--redis-url", "redis://127.0.0.1:1/0", "--config", writeConfig(t, tc.file)}, tc.args...)
+			// Accepted by mistake, the server would run until the deadline.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := server.Run(ctx, args, func(string) string { return "" }, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
 	}
-	err := server.Run(context.Background(), []string{"ratescope", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, func(string) string { return "" }, io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := server.Run(ctx, []string{"ratescope", "--addr", "127.0.0.1:0", "--config", filepath.Join(t.TempDir(), "missing.yaml")}, func(string) string { return "" }, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "failed to read the config file") {
 		t.Fatalf("missing file: %v", err)
 	}
 	for _, args := range [][]string{{"--trusted-proxies", "10.0.0.0/8,bogus"}, {"--grpc-addr", "nowhere"}} {
-		err := server.Run(context.Background(), append([]string{"ratescope"}, args...), func(string) string { return "" }, io.Discard)
+		err := server.Run(ctx, append([]string{"ratescope", "--addr", "127.0.0.1:0"}, args...), func(string) string { return "" }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[0]) {
 			t.Errorf("%v: err = %v", args, err)
 		}
