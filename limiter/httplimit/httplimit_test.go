@@ -26,17 +26,17 @@ import (
 // decisions, not latency.
 const generous = 10 * time.Second
 
-func newLimiter(t testing.TB, url string) *limiter.Limiter {
+func newLimiter(t testing.TB, url string, opts ...limiter.Option) *limiter.Limiter {
 	t.Helper()
-	opts, err := redis.ParseURL(url)
+	ro, err := redis.ParseURL(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.ContextTimeoutEnabled = true
-	opts.PoolSize = 64
-	c := redis.NewClient(opts)
+	ro.ContextTimeoutEnabled = true
+	ro.PoolSize = 64
+	c := redis.NewClient(ro)
 	t.Cleanup(func() { c.Close() })
-	return limiter.New(c)
+	return limiter.New(c, opts...)
 }
 
 func mustPolicy(t testing.TB, s string) limiter.Policy {
@@ -81,22 +81,30 @@ func get(t testing.TB, url string, header ...string) answer {
 }
 
 // TestExactUnderConcurrency is the limiter's promise kept through HTTP: 500
-// concurrent requests against a limit of 37 reach the handler exactly 37
-// times, through net/http and through the Echo adapter, each run on a fresh key.
+// concurrent requests against a limit of 37 reach the handlers exactly 37
+// times, through net/http and through the Echo adapter, each run on a fresh
+// key. As in the limiter's test, the requests alternate between two
+// middlewares on two limiters with their own connection pools (as two
+// services would be): one batching checks into pipelines, one sending each alone.
 func TestExactUnderConcurrency(t *testing.T) {
-	lim := newLimiter(t, redistest.URL(t))
+	url := redistest.URL(t)
 	p := mustPolicy(t, "burst=37/1m")
 	var key atomic.Value
-	mw := httplimit.New(lim, httplimit.WithTimeout(generous),
-		httplimit.WithKey(func(*http.Request) (string, error) { return key.Load().(string), nil }))
+	byRun := httplimit.WithKey(func(*http.Request) (string, error) { return key.Load().(string), nil })
+	mws := []*httplimit.Middleware{
+		httplimit.New(newLimiter(t, url), httplimit.WithTimeout(generous), byRun),
+		httplimit.New(newLimiter(t, url, limiter.WithoutBatching()), httplimit.WithTimeout(generous), byRun),
+	}
 
 	stdlib := &backend{}
 	mux := http.NewServeMux()
-	mux.Handle("/limited", mw.Limit(p)(stdlib))
-
 	echoed := &backend{}
 	e := echo.New()
-	e.GET("/limited", echo.WrapHandler(echoed), httplimit.Echo(mw.Limit(p)))
+	for i, mw := range mws {
+		path := fmt.Sprintf("/limited/%d", i)
+		mux.Handle(path, mw.Limit(p)(stdlib))
+		e.GET(path, echo.WrapHandler(echoed), httplimit.Echo(mw.Limit(p)))
+	}
 
 	for _, tc := range []struct {
 		name    string
@@ -115,11 +123,11 @@ func TestExactUnderConcurrency(t *testing.T) {
 				var mu sync.Mutex
 				var wg sync.WaitGroup
 				start := make(chan struct{})
-				for range 500 {
+				for i := range 500 {
 					wg.Go(func() {
 						<-start
 						status := 0
-						if resp, err := client.Get(srv.URL + "/limited"); err == nil {
+						if resp, err := client.Get(fmt.Sprintf("%s/limited/%d", srv.URL, i%2)); err == nil {
 							io.Copy(io.Discard, resp.Body)
 							resp.Body.Close()
 							status = resp.StatusCode
