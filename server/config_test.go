@@ -124,6 +124,23 @@ routes:
 	if logs := app.Logs(); !regexp.MustCompile(`config reload refused.*line 2: field polices not found`).MatchString(logs) {
 		t.Fatalf("no log line names the field:\n%s", grepLines(logs, "config"))
 	}
+	// Refused once, not at every event in the folder (a log file written
+	// beside it, say).
+	refusals := func() string {
+		return regexp.MustCompile(`ratescope_config_reloads_total\{result="error"\} (\d+)`).FindStringSubmatch(metrics(t, app))[1]
+	}
+	time.Sleep(3 * 150 * time.Millisecond) // the edit's own burst of events settles
+	before := refusals()
+	for i := range 5 {
+		if err := os.WriteFile(filepath.Join(filepath.Dir(path), "server.log"), []byte(strings.Repeat("x", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if after := refusals(); after != before {
+		t.Fatalf("the refused file was re-read and refused again: %s refusals, then %s", before, after)
+	}
 	if v := version(t, app); v != v2 {
 		t.Fatalf("version %s after a refused edit, want %s", v, v2)
 	}

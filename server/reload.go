@@ -33,9 +33,8 @@ type configStore struct {
 	metrics *metrics
 	log     *slog.Logger
 
-	mu     sync.Mutex // one reload at a time
-	inUse  []byte     // the file content in force
-	loaded bool       // inUse is meaningful
+	mu       sync.Mutex // one reload at a time
+	lastRead []byte     // the file content last read: in force, or refused
 }
 
 // newConfigStore loads the settings at start-up; an invalid file stops it.
@@ -46,7 +45,7 @@ func newConfigStore(cfg Config, m *metrics, log *slog.Logger) (*configStore, err
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	s.cur.Store(set)
-	s.inUse, s.loaded = raw, true
+	s.lastRead = raw
 	return s, nil
 }
 
@@ -88,8 +87,10 @@ func (s *configStore) read() (*settings, []byte, error) {
 }
 
 // reload re-reads the config file and applies it when it is valid. With
-// onlyChanged (the file watcher), content equal to the one in force is no
-// reload at all: folders see events for other files too.
+// onlyChanged (the file watcher), content equal to what was last read — in
+// force, or refused already — is no reload at all: a folder sees events for
+// other files too (the server's own log, perhaps), and an invalid file is
+// refused once, not at every event.
 func (s *configStore) reload(reason string, onlyChanged bool) error {
 	if s.cfg.ConfigFile == "" {
 		s.log.Info("no config file to reload", "reason", reason)
@@ -97,12 +98,15 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if onlyChanged && s.loaded {
-		if b, err := os.ReadFile(s.cfg.ConfigFile); err == nil && bytes.Equal(b, s.inUse) {
+	if onlyChanged {
+		if b, err := os.ReadFile(s.cfg.ConfigFile); err == nil && bytes.Equal(b, s.lastRead) {
 			return nil
 		}
 	}
 	set, raw, err := s.read()
+	if raw != nil {
+		s.lastRead = raw
+	}
 	if err != nil {
 		s.metrics.configReloads.WithLabelValues("error").Inc()
 		s.log.Error("config reload refused; the running config stays", "reason", reason,
@@ -111,7 +115,6 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 	}
 	old := s.load()
 	s.cur.Store(set)
-	s.inUse = raw
 	s.metrics.configReloads.WithLabelValues("ok").Inc()
 	s.log.Info("config reloaded", "reason", reason, "version", set.version, "previous", old.version,
 		"policies", len(set.policies), "routes", len(set.routes))
@@ -169,12 +172,26 @@ func (w *watcher) run(ctx context.Context) {
 			return
 		case <-w.hup:
 			_ = w.store.reload("SIGHUP", false)
-		case <-events:
-			debounce.Reset(reloadDebounce)
+		case e := <-events:
+			if w.concerns(e) {
+				debounce.Reset(reloadDebounce)
+			}
 		case <-debounce.C:
 			_ = w.store.reload("file changed", true)
 		case err := <-errs:
 			w.store.log.Warn("config file watcher failed", "err", err)
 		}
 	}
+}
+
+// concerns reports whether an event in the folder may have changed the config
+// file: one about the file's own name or, when the file is a symbolic link
+// (a Kubernetes ConfigMap swaps a ..data link beside it), any event.
+func (w *watcher) concerns(e fsnotify.Event) bool {
+	path := w.store.cfg.ConfigFile
+	if filepath.Base(e.Name) == filepath.Base(path) {
+		return true
+	}
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
