@@ -3,25 +3,33 @@ package server
 import (
 	"log/slog"
 
+	"github.com/labstack/echo/v4"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // app holds what the handlers share: configuration, the limiter and Redis,
 // logging and metrics. Handlers get it through their maker functions.
 type app struct {
 	cfg      Config
+	store    *configStore // policies, trusted proxies and routes in force
 	lim      *limiter.Limiter
+	mw       *httplimit.Middleware // every entry point decides through it
+	auth     authorizer
 	rdb      redis.UniversalClient
 	log      *slog.Logger
 	metrics  *metrics
 	instance string
 	live     *live
 	races    races
-
-	checkPolicies map[string]*checkPolicy // by name, one per configured policy
 }
 
 // observeReset tells live viewers a window was reset.
 func (a *app) observeReset(key string, p limiter.Policy) { a.live.reset(key, p.Name) }
+
+// authorize applies SPEC §3's token rules (authorizer.authorize).
+func (a *app) authorize(c echo.Context, policy string, admin bool) error {
+	return a.auth.authorize(c, policy, admin)
+}

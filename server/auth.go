@@ -11,28 +11,33 @@ import (
 // sandboxPolicy is the public policy: anyone may check, watch, reset and race it.
 const sandboxPolicy = "demo"
 
+// authorizer holds the tokens of SPEC §3.
+type authorizer struct {
+	adminToken, apiToken string
+}
+
 // authorize applies SPEC §3's rules. Resets (admin) of non-demo windows need
 // the admin token, and are forbidden when none is configured; checks, windows
 // and streams of non-demo windows need the API (or admin) token when an API
 // token is configured.
-func (a *app) authorize(c echo.Context, policy string, admin bool) error {
+func (a authorizer) authorize(c echo.Context, policy string, admin bool) error {
 	if policy == sandboxPolicy {
 		return nil
 	}
 	got, hasBearer := bearer(c.Request())
 	if admin {
-		if a.cfg.AdminToken == "" {
+		if a.adminToken == "" {
 			return newProblem(http.StatusForbidden, "resetting a non-demo window needs an admin token, and none is configured")
 		}
-		if hasBearer && tokenEqual(got, a.cfg.AdminToken) {
+		if hasBearer && tokenEqual(got, a.adminToken) {
 			return nil
 		}
 		return unauthorized("resetting a non-demo window needs Authorization: Bearer <admin token>")
 	}
-	if a.cfg.APIToken == "" {
+	if a.apiToken == "" {
 		return nil
 	}
-	if hasBearer && (tokenEqual(got, a.cfg.APIToken) || (a.cfg.AdminToken != "" && tokenEqual(got, a.cfg.AdminToken))) {
+	if hasBearer && (tokenEqual(got, a.apiToken) || (a.adminToken != "" && tokenEqual(got, a.adminToken))) {
 		return nil
 	}
 	return unauthorized("non-demo policies need Authorization: Bearer <api token>")

@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // Defaults that run the demo with no configuration at all.
@@ -26,12 +28,16 @@ const (
 	FailOpen   = "open"
 )
 
-// Config is everything the server takes from flags and their environment twins.
+// Config is everything the server takes from flags and their environment
+// twins. What can change at runtime (policies, trusted proxies, routes) is
+// read with the config file into settings (configStore).
 type Config struct {
-	Addr           string
-	RedisURL       string
-	RedisCluster   bool
-	Policies       []limiter.Policy
+	Addr         string
+	RedisURL     string
+	RedisCluster bool
+	// PolicySpecs are the policies given by --policy or RATESCOPE_POLICIES,
+	// as given (validated).
+	PolicySpecs    []string
 	FailMode       string
 	CheckTimeout   time.Duration
 	AdminToken     string
@@ -39,6 +45,13 @@ type Config struct {
 	AllowedOrigins []string
 	TickInterval   time.Duration
 	LogFormat      string
+	// ConfigFile is the YAML file of SPEC §7, re-read on SIGHUP and on change.
+	ConfigFile string
+	// TrustedProxies are --trusted-proxies' entries (validated); the config
+	// file may add more.
+	TrustedProxies []string
+	// GRPCAddr is where the Envoy rate limit service listens; empty: nowhere.
+	GRPCAddr string
 }
 
 // policyFlags collects repeated --policy flags.
@@ -99,6 +112,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	origins := fs.String("allowed-origins", env("RATESCOPE_ALLOWED_ORIGINS", ""), "comma-separated extra WebSocket origins (RATESCOPE_ALLOWED_ORIGINS)")
 	fs.DurationVar(&cfg.TickInterval, "tick-interval", envDuration("RATESCOPE_TICK_INTERVAL", defaultTickInterval), "how often viewers get the limiter's clock (RATESCOPE_TICK_INTERVAL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", env("RATESCOPE_LOG_FORMAT", "text"), "text or json (RATESCOPE_LOG_FORMAT)")
+	fs.StringVar(&cfg.ConfigFile, "config", env("RATESCOPE_CONFIG", ""), "YAML config file with policies, trusted proxies, forward-auth routes and Envoy mappings; reloaded on SIGHUP and on change (RATESCOPE_CONFIG)")
+	proxies := fs.String("trusted-proxies", env("RATESCOPE_TRUSTED_PROXIES", ""), "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed (RATESCOPE_TRUSTED_PROXIES)")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", env("RATESCOPE_GRPC_ADDR", ""), "listen address of the Envoy rate limit gRPC service; empty: none (RATESCOPE_GRPC_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -110,11 +126,27 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	if len(specs) == 0 {
 		specs = strings.Split(getenv("RATESCOPE_POLICIES"), ";")
 	}
-	ps, err := limiter.ParsePolicies(specs)
-	if err != nil {
+	for _, spec := range specs {
+		if spec = strings.TrimSpace(spec); spec != "" {
+			cfg.PolicySpecs = append(cfg.PolicySpecs, spec)
+		}
+	}
+	if _, err := limiter.ParsePolicies(cfg.PolicySpecs); err != nil {
 		errs = append(errs, err)
 	}
-	cfg.Policies = ps
+	for p := range strings.SplitSeq(*proxies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.TrustedProxies = append(cfg.TrustedProxies, p)
+		}
+	}
+	if _, err := httplimit.ParseTrustedProxies(cfg.TrustedProxies); err != nil {
+		errs = append(errs, fmt.Errorf("--trusted-proxies: %w", err))
+	}
+	if cfg.GRPCAddr != "" {
+		if _, _, err := net.SplitHostPort(cfg.GRPCAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--grpc-addr %q: want host:port such as :8081", cfg.GRPCAddr))
+		}
+	}
 	for o := range strings.SplitSeq(*origins, ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
@@ -136,14 +168,4 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
 	return cfg, nil
-}
-
-// policy finds a configured policy by name.
-func (c Config) policy(name string) (limiter.Policy, bool) {
-	for _, p := range c.Policies {
-		if p.Name == name {
-			return p, true
-		}
-	}
-	return limiter.Policy{}, false
 }

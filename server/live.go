@@ -253,7 +253,7 @@ func (l *live) snapshotLoop(ctx context.Context) {
 // snapshot reads one window as a snapshot message.
 func (l *live) snapshot(ctx context.Context, topic string) ([]byte, bool) {
 	key, name := splitTopic(topic)
-	p, ok := l.a.cfg.policy(name)
+	p, ok := l.a.store.lookup(name)
 	if !ok {
 		return nil, false
 	}

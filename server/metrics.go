@@ -14,6 +14,7 @@ type metrics struct {
 	checkDuration prometheus.Histogram
 	checksActive  prometheus.Gauge
 	redisErrors   *prometheus.CounterVec
+	configReloads *prometheus.CounterVec
 
 	viewers          prometheus.Gauge
 	wsDropped        prometheus.Counter
@@ -45,6 +46,10 @@ func newMetrics() *metrics {
 			Name: "ratescope_redis_errors_total",
 			Help: "Redis calls that failed or timed out, by operation.",
 		}, []string{"op"}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratescope_config_reloads_total",
+			Help: "Config file reloads, by result: ok (applied) or error (refused; the running config stays).",
+		}, []string{"result"}),
 		viewers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratescope_ws_viewers",
 			Help: "WebSocket connections watching a window on this instance.",
@@ -62,7 +67,9 @@ func newMetrics() *metrics {
 			Help: "Times the Redis Pub/Sub subscription was started over.",
 		}),
 	}
-	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors,
+	m.configReloads.WithLabelValues("ok")
+	m.configReloads.WithLabelValues("error")
+	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
 		m.viewers, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

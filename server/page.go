@@ -13,15 +13,6 @@ import (
 
 // handlePage renders the visualizer for ?key=&policy= (default demo/demo).
 func handlePage(a *app) echo.HandlerFunc {
-	policies := make([]views.Policy, len(a.cfg.Policies))
-	for i, p := range a.cfg.Policies {
-		policies[i] = views.Policy{Name: p.Name}
-		for _, r := range p.Rules {
-			policies[i].Rules = append(policies[i].Rules, views.Rule{
-				Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, shortDuration(r.Window)),
-			})
-		}
-	}
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldKey, fieldPolicy)
 		if err != nil {
@@ -33,10 +24,20 @@ func handlePage(a *app) echo.HandlerFunc {
 		if _, ok := p.values["policy"]; !ok {
 			p.values["policy"] = sandboxPolicy
 		}
+		set := a.store.load()
 		key := p.key()
-		pol := p.policy(a.cfg)
+		pol := p.policy(set)
 		if err := p.problem(); err != nil {
 			return err
+		}
+		policies := make([]views.Policy, len(set.policies))
+		for i, p := range set.policies {
+			policies[i] = views.Policy{Name: p.Name}
+			for _, r := range p.Rules {
+				policies[i].Rules = append(policies[i].Rules, views.Rule{
+					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, shortDuration(r.Window)),
+				})
+			}
 		}
 		page := views.Page{
 			Key: key, Policy: pol.Name, Policies: policies,

@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // maxBody is the largest request body read; a larger one gets 413.
@@ -37,11 +38,11 @@ var (
 // body, with the problems found so far per field.
 type params struct {
 	values map[string]string
-	errs   []fieldError
+	errs   []httplimit.FieldError
 }
 
 func (p *params) fail(field, format string, args ...any) {
-	p.errs = append(p.errs, fieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
+	p.errs = append(p.errs, httplimit.FieldError{Field: field, Detail: fmt.Sprintf(format, args...)})
 }
 
 func (p *params) failed(field string) bool {
@@ -193,15 +194,19 @@ func (p *params) key() string {
 	return k
 }
 
-// policy finds the named policy, "default" when none is named.
-func (p *params) policy(cfg Config) limiter.Policy {
+// policy finds the named policy in set, "default" when none is named. When
+// there is no such policy it records the problem and returns an empty one.
+func (p *params) policy(set *settings) *policyEntry {
 	name, ok := p.values["policy"]
 	if !ok {
 		name = "default"
 	}
-	pol, found := cfg.policy(name)
-	if !found && !p.failed("policy") {
-		p.fail("policy", "unknown policy %q; GET /api/v1/policies lists them", truncate(name, 40))
+	pol, found := set.policy(name)
+	if !found {
+		if !p.failed("policy") {
+			p.fail("policy", "unknown policy %q; GET /api/v1/policies lists them", truncate(name, 40))
+		}
+		return &policyEntry{Policy: &httplimit.Policy{}}
 	}
 	return pol
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -33,11 +34,10 @@ func FuzzCheckParams(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s[0], s[1])
 	}
-	policies, err := limiter.ParsePolicies([]string{"small=3/1m"})
+	cfg, err := buildSettings(Config{PolicySpecs: []string{"small=3/1m"}}, nil, newMetrics(), time.Now())
 	if err != nil {
 		f.Fatal(err)
 	}
-	cfg := Config{Policies: policies}
 	e := echo.New()
 	f.Fuzz(func(t *testing.T, query, body string) {
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/check", strings.NewReader(body))

@@ -5,42 +5,27 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
-const problemType = "application/problem+json"
-
-// quotaExceeded is the IANA problem type for a denied check.
-const quotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
-
-// fieldError names one bad input and why.
-type fieldError struct {
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
-}
-
-// problem is an RFC 9457 problem document. Handlers return it as an error;
-// the one error handler writes it.
+// problem is an RFC 9457 problem document (the one type httplimit writes
+// too). Handlers return it as an error; the one error handler writes it.
 type problem struct {
-	Type   string       `json:"type"`
-	Title  string       `json:"title"`
-	Status int          `json:"status"`
-	Detail string       `json:"detail,omitempty"`
-	Errors []fieldError `json:"errors,omitempty"`
-
+	httplimit.Problem
 	header http.Header // extra response headers, e.g. Retry-After
 }
 
 func (p *problem) Error() string { return p.Title + ": " + p.Detail }
 
 func newProblem(status int, detail string) *problem {
-	return &problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
+	return &problem{Problem: httplimit.NewProblem(status, detail)}
 }
 
 // badRequest is the 400 for invalid fields.
-func badRequest(errs []fieldError) *problem {
+func badRequest(errs []httplimit.FieldError) *problem {
 	p := newProblem(http.StatusBadRequest, "the request has invalid parameters; see errors")
 	if len(errs) == 1 {
 		p.Detail = errs[0].Field + ": " + errs[0].Detail
@@ -73,7 +58,7 @@ func writeProblem(c echo.Context, status int, doc any, header http.Header) error
 	if err != nil {
 		return err
 	}
-	return c.Blob(status, problemType, b)
+	return c.Blob(status, httplimit.ProblemContentType, b)
 }
 
 // errorHandler turns every error a handler or Echo returns into a problem
@@ -107,9 +92,4 @@ func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			log.Error("failed to write problem", "err", err)
 		}
 	}
-}
-
-// retryAfterSeconds rounds a wait up to whole seconds, as Retry-After needs.
-func retryAfterSeconds(ms int64) string {
-	return strconv.FormatInt((ms+999)/1000, 10)
 }

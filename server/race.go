@@ -90,7 +90,7 @@ func handleRace(a *app) echo.HandlerFunc {
 		if err := p.problem(); err != nil {
 			return err
 		}
-		pol, _ := a.cfg.policy(sandboxPolicy)
+		pol, _ := a.store.lookup(sandboxPolicy)
 
 		ok, busy := a.races.start(key)
 		if busy {

@@ -8,11 +8,15 @@ import (
 // routes is the whole HTTP surface in one place.
 func routes(e *echo.Echo, a *app) {
 	api := e.Group("/api/v1")
-	api.POST("/check", handleCheck(a))
+	api.POST("/check", handleCheck(a.store, a.mw, a.auth))
 	api.GET("/window", handleWindow(a))
 	api.DELETE("/window", handleReset(a))
-	api.GET("/policies", handlePolicies(a))
+	api.GET("/policies", handlePolicies(a.store))
 	api.POST("/race", handleRace(a))
+
+	forwardAuth := handleForwardAuth(a.store, a.mw)
+	e.Any(forwardAuthPrefix, forwardAuth)
+	e.Any(forwardAuthPrefix+"/*", forwardAuth)
 
 	e.GET("/", handlePage(a))
 	e.GET("/static/*", handleStatic())

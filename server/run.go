@@ -51,6 +51,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	log := newLogger(cfg.LogFormat, stdout)
 
+	m := newMetrics()
+	store, err := newConfigStore(cfg, m, log)
+	if err != nil {
+		return err
+	}
 	rdb, closeRedis, err := connectRedis(cfg, log)
 	if err != nil {
 		return err
@@ -59,13 +64,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	a := &app{
 		cfg:      cfg,
+		store:    store,
 		lim:      limiter.New(rdb),
+		auth:     authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
 		rdb:      rdb,
 		log:      log,
-		metrics:  newMetrics(),
+		metrics:  m,
 		instance: uuid.NewString()[:8],
 	}
-	a.checkPolicies = newCheckPolicies(cfg.Policies, a.metrics)
+	a.mw = newMiddleware(a)
 	a.live = newLive(a)
 	e := newEcho(a)
 
@@ -80,13 +87,24 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		IdleTimeout:       idleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	policies := make([]string, len(cfg.Policies))
-	for i, p := range cfg.Policies {
-		policies[i] = p.String()
+	reloads := store.watch()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan struct{})
+	go func() { reloads.run(watchCtx); close(watchDone) }()
+	defer func() { stopWatch(); <-watchDone }()
+
+	set := store.load()
+	policies := make([]string, len(set.policies))
+	for i, p := range set.policies {
+		policies[i] = p.Policy.Policy.String()
 	}
 	log.Info("ratescope listening", "addr", ln.Addr().String(), "url", "http://"+displayAddr(ln.Addr()),
 		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
-		"policies", strings.Join(policies, ";"))
+		"policies", strings.Join(policies, ";"), "config", cfg.ConfigFile, "version", set.version,
+		"routes", len(set.routes), "trusted_proxies", strings.Join(set.trusted.Strings(), ","))
+	if cfg.GRPCAddr != "" {
+		log.Warn("the Envoy rate limit service is not part of this build; --grpc-addr is ignored", "grpc_addr", cfg.GRPCAddr)
+	}
 
 	liveDone := make(chan struct{})
 	go func() { a.live.run(); close(liveDone) }()
@@ -148,7 +166,7 @@ func newEcho(a *app) *echo.Echo {
 			// Checks are the hot path and are counted in metrics; their access
 			// lines are debug-level unless something failed.
 			level := slog.LevelInfo
-			if c.Path() == "/api/v1/check" && v.Status < 500 {
+			if hotPath(c.Path()) && v.Status < 500 {
 				level = slog.LevelDebug
 			}
 			a.log.LogAttrs(c.Request().Context(), level, "request", slog.String("method", v.Method),
@@ -159,6 +177,12 @@ func newEcho(a *app) *echo.Echo {
 	}))
 	routes(e, a)
 	return e
+}
+
+// hotPath reports whether a route answers checks: counted in metrics, logged
+// at debug level.
+func hotPath(path string) bool {
+	return path == "/api/v1/check" || path == forwardAuthPrefix || path == forwardAuthPrefix+"/*"
 }
 
 // securityHeaders sets the usual hardening headers on every response. The

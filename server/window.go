@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 type entryJSON struct {
@@ -17,29 +18,29 @@ type entryJSON struct {
 // snapshotJSON is a window without consuming it: the body of GET
 // /api/v1/window and, with Type "snapshot", the WebSocket message.
 type snapshotJSON struct {
-	Type      string      `json:"type,omitempty"`
-	Key       string      `json:"key"`
-	Policy    string      `json:"policy"`
-	Entries   []entryJSON `json:"entries"`
-	Truncated bool        `json:"truncated"`
-	Count     int         `json:"count"`
-	Limit     int         `json:"limit"`
-	WindowMs  int64       `json:"windowMs"`
-	NowMs     int64       `json:"nowMs"`
-	Rules     []ruleJSON  `json:"rules"`
+	Type      string               `json:"type,omitempty"`
+	Key       string               `json:"key"`
+	Policy    string               `json:"policy"`
+	Entries   []entryJSON          `json:"entries"`
+	Truncated bool                 `json:"truncated"`
+	Count     int                  `json:"count"`
+	Limit     int                  `json:"limit"`
+	WindowMs  int64                `json:"windowMs"`
+	NowMs     int64                `json:"nowMs"`
+	Rules     []httplimit.RuleBody `json:"rules"`
 }
 
 func toSnapshotJSON(w limiter.Window) snapshotJSON {
 	out := snapshotJSON{
 		Key: w.Key, Policy: w.Policy, Entries: make([]entryJSON, len(w.Entries)),
 		Truncated: w.Truncated, Count: w.Count, Limit: w.Limit, WindowMs: w.WindowMs, NowMs: w.NowMs,
-		Rules: make([]ruleJSON, len(w.Rules)),
+		Rules: make([]httplimit.RuleBody, len(w.Rules)),
 	}
 	for i, e := range w.Entries {
 		out.Entries[i] = entryJSON{ID: e.ID, Ms: e.Ms}
 	}
 	for i, r := range w.Rules {
-		out.Rules[i] = ruleJSON{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
+		out.Rules[i] = httplimit.RuleBody{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
 	}
 	return out
 }
@@ -51,14 +52,14 @@ func windowParams(c echo.Context, a *app, admin bool) (string, limiter.Policy, e
 		return "", limiter.Policy{}, err
 	}
 	key := p.key()
-	pol := p.policy(a.cfg)
+	pol := p.policy(a.store.load())
 	if err := p.problem(); err != nil {
 		return "", limiter.Policy{}, err
 	}
 	if err := a.authorize(c, pol.Name, admin); err != nil {
 		return "", limiter.Policy{}, err
 	}
-	return key, pol, nil
+	return key, pol.Policy.Policy, nil
 }
 
 // handleWindow answers GET /api/v1/window: the current window, consuming nothing.
@@ -108,19 +109,28 @@ type policyRuleJSON struct {
 	WindowMs int64 `json:"windowMs"`
 }
 
-// handlePolicies lists the configured policies: GET /api/v1/policies.
-func handlePolicies(a *app) echo.HandlerFunc {
-	out := struct {
-		Policies []policyJSON `json:"policies"`
-	}{}
-	for _, p := range a.cfg.Policies {
-		pj := policyJSON{Name: p.Name}
-		for _, r := range p.Rules {
-			pj.Rules = append(pj.Rules, policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs()})
+// policiesJSON is the answer of GET /api/v1/policies: the policies in force,
+// the version of the config they belong to and when it was loaded.
+type policiesJSON struct {
+	Policies []policyJSON `json:"policies"`
+	Version  string       `json:"version"`
+	LoadedAt int64        `json:"loadedAt"` // epoch milliseconds
+}
+
+// handlePolicies lists the policies in force: GET /api/v1/policies.
+func handlePolicies(store *configStore) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		set := store.load()
+		out := policiesJSON{Version: set.version, LoadedAt: set.loadedAt.UnixMilli()}
+		for _, p := range set.policies {
+			pj := policyJSON{Name: p.Name}
+			for _, r := range p.Rules {
+				pj.Rules = append(pj.Rules, policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs()})
+			}
+			out.Policies = append(out.Policies, pj)
 		}
-		out.Policies = append(out.Policies, pj)
+		return c.JSON(http.StatusOK, out)
 	}
-	return func(c echo.Context) error { return c.JSON(http.StatusOK, out) }
 }
 
 // handleHealthz says the process is up.

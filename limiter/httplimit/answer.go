@@ -1,0 +1,187 @@
+package httplimit
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// ProblemContentType is the media type of RFC 9457 problem documents.
+const ProblemContentType = "application/problem+json"
+
+// QuotaExceeded is the IANA problem type of a denied request.
+const QuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// Policy is a limiter.Policy with the parts of every answer that never change
+// prepared once: the RateLimit-Policy field and each rule's item name.
+type Policy struct {
+	limiter.Policy
+	header string   // RateLimit-Policy
+	items  []string // each rule's item name, quoted
+}
+
+// Prepare readies p for answers. Prepare again when the policy changes.
+func Prepare(p limiter.Policy) *Policy {
+	pp := &Policy{Policy: p, items: make([]string, len(p.Rules))}
+	fields := make([]string, len(p.Rules))
+	for i, r := range p.Rules {
+		pp.items[i] = strconv.Quote(ItemName(p.Name, len(p.Rules), r.WindowMs()))
+		fields[i] = fmt.Sprintf("%s;q=%d;w=%d", pp.items[i], r.Limit, r.WindowMs()/1000)
+	}
+	pp.header = strings.Join(fields, ", ")
+	return pp
+}
+
+// ItemName names a rule in RateLimit headers and violated-policies: the
+// policy alone when it has one rule, else policy/seconds.
+func ItemName(policy string, rules int, windowMs int64) string {
+	if rules == 1 {
+		return policy
+	}
+	return policy + "/" + strconv.FormatInt(windowMs/1000, 10)
+}
+
+// SetHeaders writes the IETF httpapi draft's RateLimit-Policy and RateLimit
+// fields for d, one item per rule: r is the rule's remaining, t the seconds
+// until its oldest entry slides out (rounded up; 0 when empty).
+func SetHeaders(h http.Header, p *Policy, d limiter.Decision) {
+	b := make([]byte, 0, 32*len(d.Rules))
+	for i, r := range d.Rules {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, p.items[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, int64(r.Remaining), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, (r.ResetMs+999)/1000, 10)
+	}
+	// Canonical keys, set directly: this runs on every request.
+	h["Ratelimit-Policy"] = []string{p.header}
+	h["Ratelimit"] = []string{string(b)}
+}
+
+// RetryAfter rounds a wait up to the whole seconds Retry-After carries.
+func RetryAfter(ms int64) string {
+	return strconv.FormatInt((ms+999)/1000, 10)
+}
+
+// RuleBody is one rule's state in an answer.
+type RuleBody struct {
+	Limit     int   `json:"limit"`
+	WindowMs  int64 `json:"windowMs"`
+	Count     int   `json:"count"`
+	Remaining int   `json:"remaining"`
+}
+
+// DecisionBody is a decision as the check API answers it (SPEC §3); its
+// top-level numbers describe the binding rule.
+type DecisionBody struct {
+	Allowed      bool       `json:"allowed"`
+	Key          string     `json:"key"`
+	Policy       string     `json:"policy"`
+	Count        int        `json:"count"`
+	Limit        int        `json:"limit"`
+	Remaining    int        `json:"remaining"`
+	WindowMs     int64      `json:"windowMs"`
+	NowMs        int64      `json:"nowMs"`
+	OldestMs     *int64     `json:"oldestMs"`
+	RetryAfterMs int64      `json:"retryAfterMs"`
+	ID           *string    `json:"id"`
+	Rules        []RuleBody `json:"rules"`
+}
+
+// NewDecisionBody builds the answer to d.
+func NewDecisionBody(d limiter.Decision) DecisionBody {
+	b := d.Bound()
+	out := DecisionBody{
+		Allowed: d.Allowed, Key: d.Key, Policy: d.Policy,
+		Count: b.Count, Limit: b.Limit, Remaining: b.Remaining, WindowMs: b.WindowMs,
+		NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
+		Rules: make([]RuleBody, len(d.Rules)),
+	}
+	if b.OldestMs >= 0 {
+		out.OldestMs = &b.OldestMs
+	}
+	if d.Allowed {
+		out.ID = &d.ID
+	}
+	for i, r := range d.Rules {
+		out.Rules[i] = RuleBody{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
+	}
+	return out
+}
+
+// DeniedBody is the problem document of a denial: RFC 9457 members, the
+// violated rules' item names, and the decision's members.
+type DeniedBody struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail"`
+	ViolatedPolicies []string `json:"violated-policies"`
+	DecisionBody
+}
+
+// FieldError names one bad input and why.
+type FieldError struct {
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type   string       `json:"type"`
+	Title  string       `json:"title"`
+	Status int          `json:"status"`
+	Detail string       `json:"detail,omitempty"`
+	Errors []FieldError `json:"errors,omitempty"`
+}
+
+// NewProblem is a problem of no particular type with status's title.
+func NewProblem(status int, detail string) Problem {
+	return Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail}
+}
+
+// WriteProblem writes doc, any problem-shaped value, with status.
+func WriteProblem(w http.ResponseWriter, status int, doc any) {
+	b, err := json.Marshal(doc)
+	if err != nil { // the documents here are plain structs; this cannot happen
+		b = []byte(`{"type":"about:blank","status":500}`)
+		status = http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", ProblemContentType)
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// writeDenied answers a denial: status, Retry-After (the RateLimit fields
+// are set already) and the problem document.
+func writeDenied(w http.ResponseWriter, status int, d limiter.Decision) {
+	var violated []string
+	for _, r := range d.Rules {
+		if r.Violated {
+			violated = append(violated, ItemName(d.Policy, len(d.Rules), r.WindowMs))
+		}
+	}
+	w.Header().Set("Retry-After", RetryAfter(d.RetryAfterMs))
+	WriteProblem(w, status, DeniedBody{
+		Type:             QuotaExceeded,
+		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
+		Status:           status,
+		Detail:           fmt.Sprintf("policy %q allows no more now; retry in %d ms", d.Policy, d.RetryAfterMs),
+		ViolatedPolicies: violated,
+		DecisionBody:     NewDecisionBody(d),
+	})
+}
+
+// writeUnavailable is the fail-closed answer: try again in a second.
+func writeUnavailable(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	WriteProblem(w, http.StatusServiceUnavailable,
+		NewProblem(http.StatusServiceUnavailable, "the limiter could not reach Redis in time; try again shortly"))
+}

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// route is one forward-auth route of the config file: which original
+// requests it matches and how it limits them.
+type route struct {
+	host       string   // lower case; empty: any
+	methods    []string // upper case; empty: any
+	pathPrefix string   // empty: any
+	policy     *policyEntry
+	key        []keySource
+	cost       int
+	denyStatus int
+	missingOK  bool // missingKey: allow — a request lacking a key source passes unlimited
+}
+
+// keySource is one part of a route's client key.
+type keySource struct {
+	kind   string // ip, header, host or path
+	header string // for header: its name
+}
+
+func (k keySource) String() string {
+	if k.kind == "header" {
+		return "header:" + k.header
+	}
+	return k.kind
+}
+
+func (r route) String() string {
+	keys := make([]string, len(r.key))
+	for i, k := range r.key {
+		keys[i] = k.String()
+	}
+	return fmt.Sprintf("host=%s methods=%s prefix=%s policy=%s key=%s cost=%d deny=%d missingOK=%t",
+		r.host, strings.Join(r.methods, ","), r.pathPrefix, r.policy.Name, strings.Join(keys, "+"), r.cost, r.denyStatus, r.missingOK)
+}
+
+// matches reports whether the original request fits the route.
+func (r *route) matches(method, host, path string) bool {
+	if r.host != "" && !hostEqual(r.host, host) {
+		return false
+	}
+	if len(r.methods) > 0 && !containsFold(r.methods, method) {
+		return false
+	}
+	return strings.HasPrefix(path, r.pathPrefix)
+}
+
+// hostEqual compares host names case-insensitively; a pattern without a port
+// matches the host on any port.
+func hostEqual(pattern, host string) bool {
+	if strings.EqualFold(pattern, host) {
+		return true
+	}
+	if h, _, err := net.SplitHostPort(host); err == nil && !strings.Contains(pattern, ":") {
+		return strings.EqualFold(pattern, h)
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// buildRoute validates one file route against the settings' policies.
+func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route, error) {
+	r := route{
+		host:       strings.ToLower(strings.TrimSpace(fr.Match.Host)),
+		pathPrefix: fr.Match.PathPrefix,
+		cost:       1,
+		denyStatus: http.StatusTooManyRequests,
+	}
+	for i, m := range fr.Match.Methods {
+		if m == "" || !isToken(m) {
+			return route{}, file.fieldErr(fmt.Sprintf("%s.match.methods[%d]", path, i), "%q is not an HTTP method", m)
+		}
+		r.methods = append(r.methods, strings.ToUpper(m))
+	}
+	if r.pathPrefix != "" && !strings.HasPrefix(r.pathPrefix, "/") {
+		return route{}, file.fieldErr(path+".match.pathPrefix", "%q must start with /", r.pathPrefix)
+	}
+	if fr.Policy == "" {
+		return route{}, file.fieldErr(path+".policy", "is required")
+	}
+	p, ok := s.policy(fr.Policy)
+	if !ok {
+		return route{}, file.fieldErr(path+".policy", "unknown policy %q", fr.Policy)
+	}
+	r.policy = p
+	spec := fr.Key
+	if spec == "" {
+		spec = "ip"
+	}
+	for part := range strings.SplitSeq(spec, "+") {
+		k, err := parseKeySource(strings.TrimSpace(part))
+		if err != nil {
+			return route{}, file.fieldErr(path+".key", "%v", err)
+		}
+		r.key = append(r.key, k)
+	}
+	if fr.Cost != nil {
+		r.cost = *fr.Cost
+		if r.cost < 1 || r.cost > p.SmallestLimit() {
+			return route{}, file.fieldErr(path+".cost", "%d: must be from 1 to %d, the smallest limit of policy %q", r.cost, p.SmallestLimit(), p.Name)
+		}
+	}
+	if fr.DenyStatus != 0 {
+		if fr.DenyStatus < 400 || fr.DenyStatus > 599 {
+			return route{}, file.fieldErr(path+".denyStatus", "%d: want a 4xx or 5xx status such as 429 (or 403 for nginx)", fr.DenyStatus)
+		}
+		r.denyStatus = fr.DenyStatus
+	}
+	switch fr.MissingKey {
+	case "", "reject":
+	case "allow":
+		r.missingOK = true
+	default:
+		return route{}, file.fieldErr(path+".missingKey", "%q: want reject or allow", fr.MissingKey)
+	}
+	return r, nil
+}
+
+func parseKeySource(s string) (keySource, error) {
+	switch s {
+	case "ip", "host", "path":
+		return keySource{kind: s}, nil
+	}
+	if name, ok := strings.CutPrefix(s, "header:"); ok && name != "" && isToken(name) {
+		return keySource{kind: "header", header: http.CanonicalHeaderKey(name)}, nil
+	}
+	return keySource{}, fmt.Errorf("%q: want ip, host, path or header:<Name>, joined with +", s)
+}
+
+// isToken reports whether s is an RFC 9110 token, as methods and header names are.
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}

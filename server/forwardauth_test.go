@@ -1,0 +1,226 @@
+package server_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ratescope/ratescope/internal/apptest"
+)
+
+// writeConfig writes a config file into a folder of the test's own and
+// returns its path.
+func writeConfig(t testing.TB, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ratescope.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const forwardAuthConfig = `
+policies:
+  - name: login
+    rules: ["2/1m"]
+  - name: api
+    rules: ["1/1s", "3/1m"]
+routes:
+  - match: {host: api.example.com, methods: [POST], pathPrefix: /login}
+    policy: login
+    key: ip
+  - match: {host: api.example.com, pathPrefix: /v1/}
+    policy: api
+    key: header:X-Api-Key
+    denyStatus: 403
+  - match: {pathPrefix: /open/}
+    policy: api
+    key: header:X-Api-Key+host
+    missingKey: allow
+  - match: {pathPrefix: /costly}
+    policy: login
+    key: path
+    cost: 2
+`
+
+// fa asks forward auth about an original request described by headers.
+func fa(t testing.TB, app *apptest.App, path string, header ...string) response {
+	t.Helper()
+	return ask(t, "GET", app.URL+path, "", header...)
+}
+
+// ask is do with a Host of the test's choosing (a "Host" pair in header).
+func ask(t testing.TB, method, url, host string, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := response{status: resp.StatusCode, header: resp.Header, raw: string(b)}
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &out.body); err != nil {
+			t.Fatalf("%s %s: body is not a JSON object: %q", method, url, b)
+		}
+	}
+	return out
+}
+
+func TestForwardAuthRoutes(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, forwardAuthConfig))
+	login := []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login?next=/home"}
+
+	// The login route, keyed by the peer (127.0.0.1; X-Forwarded-For counts
+	// only behind trusted proxies). startApp gives the test its own
+	// redis-server, so the windows start empty.
+	for i := 1; i <= 2; i++ {
+		r := fa(t, app, "/forward-auth", login...)
+		if r.status != 200 || r.raw != "" || r.header.Get("RateLimit-Policy") != `"login";q=2;w=60` ||
+			r.header.Get("RateLimit") != fmt.Sprintf(`"login";r=%d;t=60`, 2-i) || r.header.Get("Retry-After") != "" {
+			t.Fatalf("login %d: %d %v %q", i, r.status, r.header, r.raw)
+		}
+	}
+	r := fa(t, app, "/forward-auth", login...)
+	if r.status != 429 || r.header.Get("Content-Type") != "application/problem+json" || r.header.Get("Retry-After") != "60" ||
+		r.body["type"] != "https://iana.org/assignments/http-problem-types#quota-exceeded" || r.body["key"] != "127.0.0.1" ||
+		r.body["policy"] != "login" || num(t, r, "status") != 429 || r.header.Get("RateLimit") != `"login";r=0;t=60` {
+		t.Fatalf("login denied: %d %v %s", r.status, r.header, r.raw)
+	}
+
+	// The method and host must match too: a GET to /login matches no route.
+	if r := fa(t, app, "/forward-auth", "X-Forwarded-Method", "GET", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login"); r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Fatalf("unmatched: %d %v", r.status, r.header)
+	}
+	if r := fa(t, app, "/forward-auth", "X-Forwarded-Method", "POST", "X-Forwarded-Host", "other.example.com", "X-Forwarded-Uri", "/login"); r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Fatalf("other host: %d %v", r.status, r.header)
+	}
+	// A host on another port still matches a pattern without one.
+	if r := fa(t, app, "/forward-auth", "X-Forwarded-Method", "POST", "X-Forwarded-Host", "API.example.com:8443", "X-Forwarded-Uri", "/login"); r.status != 429 {
+		t.Fatalf("host with a port: %d %v", r.status, r.header)
+	}
+
+	// Without X-Forwarded-*: the request's own method, Host and path under the prefix.
+	v1 := func(key string) response {
+		t.Helper()
+		return ask(t, "PUT", app.URL+"/forward-auth/v1/things?x=1", "api.example.com", "X-Api-Key", key)
+	}
+	if r := v1("k1"); r.status != 200 || r.header.Get("RateLimit-Policy") != `"api/1";q=1;w=1, "api/60";q=3;w=60` {
+		t.Fatalf("v1: %d %v %s", r.status, r.header, r.raw)
+	}
+	r = v1("k1")
+	if r.status != 403 || num(t, r, "status") != 403 || r.header.Get("Retry-After") != "1" || r.body["key"] != "k1" {
+		t.Fatalf("v1 denied with the route's status: %d %v %s", r.status, r.header, r.raw)
+	}
+	if vp := r.body["violated-policies"].([]any); len(vp) != 1 || vp[0] != "api/1" {
+		t.Fatalf("violated-policies %v", vp)
+	}
+	if r := v1("k2"); r.status != 200 {
+		t.Fatalf("another API key is another window: %d", r.status)
+	}
+	// A missing key source is a 400 naming it.
+	r = ask(t, "GET", app.URL+"/forward-auth/v1/x", "api.example.com")
+	if r.status != 400 || !strings.Contains(r.raw, `"field":"header:X-Api-Key"`) {
+		t.Fatalf("missing header: %d %s", r.status, r.raw)
+	}
+	// ... unless the route allows it: then the request passes unlimited.
+	if r := ask(t, "GET", app.URL+"/forward-auth/open/x", "h.example.com"); r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Fatalf("missingKey allow: %d %v", r.status, r.header)
+	}
+	// Values outside the key alphabet are hashed; sources join with +.
+	ask(t, "GET", app.URL+"/forward-auth/open/x", "h.example.com", "X-Api-Key", "a key with spaces")
+	r = ask(t, "GET", app.URL+"/forward-auth/open/x", "h.example.com", "X-Api-Key", "a key with spaces")
+	sum := sha256.Sum256([]byte("a key with spaces"))
+	if want := "sha256:" + hex.EncodeToString(sum[:])[:32] + "+h.example.com"; r.status != 429 || r.body["key"] != want {
+		t.Fatalf("hashed key: %d %s, want key %s", r.status, r.raw, want)
+	}
+	// A route's cost.
+	r = fa(t, app, "/forward-auth", "X-Forwarded-Uri", "/costly/a")
+	if r.status != 200 || r.header.Get("RateLimit") != `"login";r=0;t=60` {
+		t.Fatalf("cost 2: %d %v", r.status, r.header)
+	}
+
+	// Every decision was an ordinary check: counted.
+	m := metrics(t, app)
+	for _, line := range []string{
+		`ratescope_decisions_total{outcome="allowed",policy="login"} 3`,
+		`ratescope_decisions_total{outcome="denied",policy="login"} 2`,
+		`ratescope_decisions_total{outcome="allowed",policy="api"} 3`,
+		`ratescope_decisions_total{outcome="denied",policy="api"} 2`,
+	} {
+		if !strings.Contains(m, line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
+	}
+}
+
+// TestForwardAuthBehindTrustedProxies: only trusted peers may ask; the
+// client is the rightmost untrusted X-Forwarded-For hop; unmatched requests
+// may be denied; decisions stream to viewers like any check.
+func TestForwardAuthBehindTrustedProxies(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+trustedProxies: ["127.0.0.0/8"]
+unmatched: deny
+policies:
+  - {name: login, rules: ["1/1m"]}
+routes:
+  - match: {pathPrefix: /login}
+    policy: login
+`))
+	v := watch(t, app, "key=203.0.113.5&policy=login", nil)
+	v.next("snapshot", nil)
+	xff := func(chain string) response {
+		return fa(t, app, "/forward-auth/login", "X-Forwarded-For", chain)
+	}
+	if r := xff("203.0.113.5"); r.status != 200 {
+		t.Fatalf("first: %d %s", r.status, r.raw)
+	}
+	d := v.next("decision", nil)
+	if d["key"] != "203.0.113.5" || d["allowed"] != true {
+		t.Fatalf("decision %v", d)
+	}
+	if r := xff("198.51.100.1, 203.0.113.5"); r.status != 429 || r.body["key"] != "203.0.113.5" {
+		t.Fatalf("spoofed leftmost: %d %s", r.status, r.raw)
+	}
+	if d := v.next("decision", nil); d["allowed"] != false {
+		t.Fatalf("decision %v", d)
+	}
+	if r := xff("203.0.113.5, 203.0.113.6"); r.status != 200 {
+		t.Fatalf("another client: %d %s", r.status, r.raw)
+	}
+	if r := xff("2001:db8:1:2::99, 127.0.0.9"); r.status != 200 {
+		t.Fatalf("IPv6 client: %d %s", r.status, r.raw)
+	}
+	if r := xff("[2001:db8:1:2:ffff::1]:5555"); r.status != 429 || r.body["key"] != "2001:db8:1:2::/64" {
+		t.Fatalf("IPv6 client of the same /64: %d %s", r.status, r.raw)
+	}
+	if r := fa(t, app, "/forward-auth/elsewhere"); r.status != 403 || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("unmatched: deny: %d %s", r.status, r.raw)
+	}
+
+	strict := startApp(t, nil, "--trusted-proxies", "10.0.0.0/8", "--config", writeConfig(t, `
+routes:
+  - match: {pathPrefix: /}
+    policy: demo
+`))
+	if r := fa(t, strict, "/forward-auth", "X-Forwarded-For", "10.0.0.1"); r.status != 403 || r.header.Get("RateLimit") != "" {
+		t.Fatalf("an untrusted peer asked: %d %s", r.status, r.raw)
+	}
+}
