@@ -148,7 +148,9 @@ type outcome struct {
 }
 
 // decide runs the mapped checks, concurrently when there are several (the
-// limiter pipelines concurrent calls into one round trip).
+// limiter pipelines concurrent calls into one round trip). A panic in one of
+// them is raised again here, on the handler's goroutine, where the server's
+// interceptor turns it into codes.Internal.
 func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 	out := make([]outcome, len(checks))
 	mapped := 0
@@ -165,18 +167,24 @@ func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 		}
 		return out
 	}
-	done := make(chan struct{}, len(checks))
+	panics := make(chan any, len(checks))
 	for i, c := range checks {
 		if !c.mapped() {
 			continue
 		}
 		go func() {
+			defer func() { panics <- recover() }()
 			out[i] = s.allow(ctx, c)
-			done <- struct{}{}
 		}()
 	}
+	var first any
 	for range mapped {
-		<-done
+		if p := <-panics; p != nil && first == nil {
+			first = p
+		}
+	}
+	if first != nil {
+		panic(first)
 	}
 	return out
 }

@@ -198,8 +198,14 @@ func (panicker) Allow(context.Context, string, limiter.Policy, int) (limiter.Dec
 // the end of the process.
 func TestPanicIsInternal(t *testing.T) {
 	h := serve(t, redistest.URL(t), func(d *rls.Deps) { d.Limiter = panicker{} })
-	for range 2 {
-		_, err := h.client.ShouldRateLimit(context.Background(), request(0, "remote_address="+newValue()))
+	// One descriptor is decided on the handler's goroutine, several on
+	// goroutines of their own.
+	for _, req := range []*rlsv3.RateLimitRequest{
+		request(0, "remote_address="+newValue()),
+		request(0, "remote_address="+newValue(), "generic_key=x"),
+		request(0, "remote_address="+newValue()),
+	} {
+		_, err := h.client.ShouldRateLimit(context.Background(), req)
 		if status.Code(err) != codes.Internal {
 			t.Fatalf("got %v, want Internal", err)
 		}

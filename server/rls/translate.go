@@ -70,18 +70,17 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 	keys := make([]string, 0, 4)
 	values := make([]string, 0, 4)
 	for i, d := range ds {
-		field := fmt.Sprintf("descriptors[%d]", i)
 		entries := d.GetEntries()
 		if len(entries) == 0 {
-			return nil, fmt.Errorf("%s.entries: give at least one", field)
+			return nil, fmt.Errorf("descriptors[%d].entries: give at least one", i)
 		}
 		if d.GetIsNegativeHits() {
-			return nil, fmt.Errorf("%s.is_negative_hits: not supported: a sliding-window log cannot take requests back", field)
+			return nil, fmt.Errorf("descriptors[%d].is_negative_hits: not supported: a sliding-window log cannot take requests back", i)
 		}
 		keys, values = keys[:0], values[:0]
 		for j, e := range entries {
 			if e.GetKey() == "" {
-				return nil, fmt.Errorf("%s.entries[%d].key: must not be empty", field, j)
+				return nil, fmt.Errorf("descriptors[%d].entries[%d].key: must not be empty", i, j)
 			}
 			keys = append(keys, e.GetKey())
 			values = append(values, e.GetValue())
@@ -95,7 +94,7 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 			out[i].orphan = name
 			continue
 		}
-		cost, err := costOf(req, d, field, p)
+		cost, err := costOf(req, d, i, p)
 		if err != nil {
 			return nil, err
 		}
@@ -117,18 +116,18 @@ func policyFor(maps []Mapping, domain string, keys []string) (string, bool) {
 
 // costOf reads a mapped descriptor's cost: its own hits_addend when set,
 // else the request's; 0 means 1.
-func costOf(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, field string, p limiter.Policy) (int, error) {
+func costOf(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, i int, p limiter.Policy) (int, error) {
 	raw := uint64(req.GetHitsAddend())
 	name := "hits_addend"
 	if h := d.GetHitsAddend(); h != nil {
-		raw, name = h.GetValue(), field+".hits_addend"
+		raw, name = h.GetValue(), fmt.Sprintf("descriptors[%d].hits_addend", i)
 	}
 	if raw == 0 {
 		raw = 1
 	}
 	hi := p.SmallestLimit()
 	if raw > math.MaxInt32 || int(raw) > hi {
-		return 0, fmt.Errorf("%s: %d is out of range for %s (policy %q takes 1 to %d)", name, raw, field, p.Name, hi)
+		return 0, fmt.Errorf("%s: %d is out of range for descriptors[%d] (policy %q takes 1 to %d)", name, raw, i, p.Name, hi)
 	}
 	return int(raw), nil
 }
