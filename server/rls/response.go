@@ -1,0 +1,171 @@
+package rls
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// The response header names (SPEC §3, §7).
+const (
+	headerRateLimit       = "RateLimit"
+	headerRateLimitPolicy = "RateLimit-Policy"
+	headerRetryAfter      = "Retry-After"
+)
+
+// respond builds the answer from the outcomes, one status per descriptor in
+// the request's order: OVER_LIMIT overall when any descriptor was denied.
+func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(outs)),
+	}
+	var retryMs int64
+	for i, o := range outs {
+		if !o.decided {
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			continue
+		}
+		resp.Statuses[i] = descriptorStatus(o.d)
+		if !o.d.Allowed {
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			retryMs = max(retryMs, o.d.RetryAfterMs)
+		}
+	}
+	resp.ResponseHeadersToAdd = responseHeaders(outs, headers)
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{
+			Key: headerRetryAfter, Value: strconv.FormatInt((retryMs+999)/1000, 10),
+		})
+	}
+	return resp
+}
+
+// descriptorStatus describes one decision by its binding rule.
+func descriptorStatus(d limiter.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
+	code := rlsv3.RateLimitResponse_OK
+	if !d.Allowed {
+		code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	st := &rlsv3.RateLimitResponse_DescriptorStatus{
+		Code:               code,
+		DurationUntilReset: durationpb.New(time.Duration(d.RetryAfterMs) * time.Millisecond),
+	}
+	if len(d.Rules) > 0 { // always, from the limiter
+		b := d.Bound()
+		st.CurrentLimit = currentLimit(d.Policy, len(d.Rules), b)
+		st.LimitRemaining = clampUint32(int64(b.Remaining))
+	}
+	return st
+}
+
+// units are Envoy's units a window may be expressed in, largest first.
+var units = []struct {
+	unit rlsv3.RateLimitResponse_RateLimit_Unit
+	ms   int64
+}{
+	{rlsv3.RateLimitResponse_RateLimit_DAY, 24 * 3600 * 1000},
+	{rlsv3.RateLimitResponse_RateLimit_HOUR, 3600 * 1000},
+	{rlsv3.RateLimitResponse_RateLimit_MINUTE, 60 * 1000},
+	{rlsv3.RateLimitResponse_RateLimit_SECOND, 1000},
+}
+
+// currentLimit expresses a rule in Envoy's terms: the largest unit that
+// divides its window exactly (SECOND when none does), and the limit scaled to
+// that unit, rounded up — 37/30s is 2 per SECOND, 5/60s is 5 per MINUTE.
+// The name is the rule's item name in the RateLimit headers.
+func currentLimit(policy string, rules int, r limiter.RuleState) *rlsv3.RateLimitResponse_RateLimit {
+	u := units[len(units)-1]
+	for _, c := range units {
+		if r.WindowMs > 0 && r.WindowMs%c.ms == 0 {
+			u = c
+			break
+		}
+	}
+	perUnit := int64(r.Limit)
+	if r.WindowMs > 0 {
+		perUnit = (int64(r.Limit)*u.ms + r.WindowMs - 1) / r.WindowMs
+	}
+	return &rlsv3.RateLimitResponse_RateLimit{
+		Name:            itemName(policy, rules, r.WindowMs),
+		RequestsPerUnit: clampUint32(perUnit),
+		Unit:            u.unit,
+	}
+}
+
+// itemName names a rule as the RateLimit headers do (SPEC §3): the policy
+// alone when it has one rule, else policy/seconds.
+func itemName(policy string, rules int, windowMs int64) string {
+	if rules == 1 {
+		return policy
+	}
+	return policy + "/" + strconv.FormatInt(windowMs/1000, 10)
+}
+
+func clampUint32(n int64) uint32 {
+	return uint32(min(max(n, 0), math.MaxUint32))
+}
+
+// responseHeaders are the RateLimit and RateLimit-Policy fields of every
+// policy decided, in the order the policies first appear in the request.
+// When several descriptors share a policy, the fields describe the one that
+// binds most (denied before allowed, then the longest retry, then the least
+// remaining), so an item name never appears twice.
+func responseHeaders(outs []outcome, headers func(limiter.Decision) (string, string)) []*corev3.HeaderValue {
+	if headers == nil {
+		return nil
+	}
+	var chosen []limiter.Decision
+	for _, o := range outs {
+		if !o.decided {
+			continue
+		}
+		j := slices.IndexFunc(chosen, func(c limiter.Decision) bool { return c.Policy == o.d.Policy })
+		switch {
+		case j < 0:
+			chosen = append(chosen, o.d)
+		case bindsMore(o.d, chosen[j]):
+			chosen[j] = o.d
+		}
+	}
+	if len(chosen) == 0 {
+		return nil
+	}
+	rl := make([]string, 0, len(chosen))
+	rlp := make([]string, 0, len(chosen))
+	for _, d := range chosen {
+		a, b := headers(d)
+		rl, rlp = append(rl, a), append(rlp, b)
+	}
+	return []*corev3.HeaderValue{
+		{Key: headerRateLimit, Value: strings.Join(rl, ", ")},
+		{Key: headerRateLimitPolicy, Value: strings.Join(rlp, ", ")},
+	}
+}
+
+// bindsMore reports whether a binds more than b.
+func bindsMore(a, b limiter.Decision) bool {
+	switch {
+	case a.Allowed != b.Allowed:
+		return !a.Allowed
+	case !a.Allowed:
+		return a.RetryAfterMs > b.RetryAfterMs
+	default:
+		return remaining(a) < remaining(b)
+	}
+}
+
+func remaining(d limiter.Decision) int {
+	if len(d.Rules) == 0 {
+		return math.MaxInt
+	}
+	return d.Bound().Remaining
+}
