@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // app holds what the handlers share: configuration, the limiter and Redis,
@@ -17,11 +18,11 @@ type app struct {
 	log      *slog.Logger
 	metrics  *metrics
 	instance string
-	live     *live
+	live     *live.View
 	races    races
 
 	checkPolicies map[string]*checkPolicy // by name, one per configured policy
 }
 
 // observeReset tells live viewers a window was reset.
-func (a *app) observeReset(key string, p limiter.Policy) { a.live.reset(key, p.Name) }
+func (a *app) observeReset(key string, p limiter.Policy) { a.live.Reset(key, p.Name) }

@@ -181,7 +181,7 @@ func handleCheck(a *app) echo.HandlerFunc {
 		} else {
 			cp.denied.Inc()
 		}
-		a.live.decision(d)
+		a.live.Decision(d)
 		setRateLimitHeaders(c.Response().Header(), cp, d)
 		body := toCheckJSON(d)
 		if d.Allowed {

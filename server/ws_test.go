@@ -46,20 +46,38 @@ func watch(t testing.TB, app *apptest.App, query string, opts *websocket.DialOpt
 				close(v.msgs)
 				return
 			}
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				v.err <- fmt.Errorf("not JSON: %q", b)
+			frame, err := decodeFrame(b)
+			if err != nil {
+				v.err <- err
 				close(v.msgs)
 				return
 			}
-			if m["type"] == "viewers" {
-				v.viewers.Store(int64(m["count"].(float64)))
+			for _, m := range frame {
+				if m["type"] == "viewers" {
+					v.viewers.Store(int64(m["count"].(float64)))
+				}
+				v.msgs <- m
 			}
-			v.msgs <- m
 		}
 	}()
 	t.Cleanup(func() { conn.CloseNow() })
 	return v
+}
+
+// decodeFrame reads a text frame: one message object, or a JSON array of them.
+func decodeFrame(b []byte) ([]map[string]any, error) {
+	if len(b) > 0 && b[0] == '[' {
+		var ms []map[string]any
+		if err := json.Unmarshal(b, &ms); err != nil || len(ms) < 2 {
+			return nil, fmt.Errorf("not a JSON array of two or more messages: %q", b)
+		}
+		return ms, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("not JSON: %q", b)
+	}
+	return []map[string]any{m}, nil
 }
 
 // next returns the next message of type typ (skipping others), or fails.
