@@ -10,7 +10,7 @@ import "github.com/ratescope/ratescope/limiter"
 // Decision reports one check's decision.
 func (v *View) Decision(d limiter.Decision) {
 	v.event(kindDecision, Window{Key: d.Key, Policy: d.Policy}, func() []byte {
-		return decisionMessage(d, v.d.Instance)
+		return DecisionMessage(d, v.d.Instance)
 	})
 }
 

@@ -131,7 +131,8 @@ type decisionMsg struct {
 	Instance     string `json:"instance"`
 }
 
-func decisionMessage(d limiter.Decision, instance string) []byte {
+// DecisionMessage is the decision message of d, made by instance.
+func DecisionMessage(d limiter.Decision, instance string) []byte {
 	b := d.Bound()
 	m := decisionMsg{
 		Type: TypeDecision, Key: d.Key, Policy: d.Policy, Allowed: d.Allowed,
