@@ -262,7 +262,9 @@ func crossInstance(t *testing.T, url string) {
 // TestSlowViewerDropped: a viewer that stops reading is disconnected when its
 // buffer fills, while another viewer of the same window keeps receiving.
 func TestSlowViewerDropped(t *testing.T) {
-	app := startApp(t, nil, "--tick-interval", "10ms", "--policy", "bulk=100000/1h")
+	// A generous check timeout: on a loaded machine (-race) a check that misses
+	// the default 150 ms is a 503 with no decision to wait for.
+	app := startApp(t, nil, "--tick-interval", "10ms", "--policy", "bulk=100000/1h", "--check-timeout", "5s")
 	key := newKey()
 	// Large snapshots fill the slow viewer's socket quickly.
 	for range 3 {
@@ -292,6 +294,9 @@ func TestSlowViewerDropped(t *testing.T) {
 	decisions := 0
 	for {
 		r := do(t, "POST", app.URL+"/api/v1/check?policy=bulk&key="+key, "")
+		if r.status != 200 {
+			t.Fatalf("check %d answered %d %s", decisions+1, r.status, r.raw)
+		}
 		fast.next("decision", func(m map[string]any) bool { return m["id"] == r.body["id"] })
 		decisions++
 		if fast.viewers.Load() == 1 {
