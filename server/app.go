@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // app holds what the handlers share: configuration, the limiter and Redis,
@@ -22,12 +23,12 @@ type app struct {
 	log      *slog.Logger
 	metrics  *metrics
 	instance string
-	live     *live
+	live     *live.View
 	races    races
 }
 
 // observeReset tells live viewers a window was reset.
-func (a *app) observeReset(key string, p limiter.Policy) { a.live.reset(key, p.Name) }
+func (a *app) observeReset(key string, p limiter.Policy) { a.live.Reset(key, p.Name) }
 
 // authorize applies SPEC §3's token rules (authorizer.authorize).
 func (a *app) authorize(c echo.Context, policy string, admin bool) error {

@@ -54,7 +54,7 @@ func newMiddleware(a *app) *httplimit.Middleware {
 			},
 			Decision: func(d limiter.Decision) {
 				a.countDecision(d)
-				a.live.decision(d)
+				a.live.Decision(d)
 			},
 		}))
 }

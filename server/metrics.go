@@ -3,6 +3,8 @@ package server
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // metrics are registered on a registry of the server's own, so several
@@ -20,6 +22,17 @@ type metrics struct {
 	wsDropped        prometheus.Counter
 	pubsubDropped    prometheus.Counter
 	pubsubReconnects prometheus.Counter
+}
+
+// live is what the live view keeps.
+func (m *metrics) live() live.Metrics {
+	return live.Metrics{
+		Viewers:          m.viewers,
+		DroppedSlow:      m.wsDropped,
+		PubSubDropped:    m.pubsubDropped,
+		PubSubReconnects: m.pubsubReconnects,
+		PublishErrors:    m.redisErrors.WithLabelValues("publish"),
+	}
 }
 
 func newMetrics() *metrics {

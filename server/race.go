@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // Race demo bounds (SPEC §6).
@@ -25,21 +26,6 @@ const (
 	raceTimeout        = 10 * time.Second
 	maxConcurrentRaces = 4
 )
-
-// raceJSON is the outcome of a race: the answer and, with Type "race", the
-// message to viewers.
-type raceJSON struct {
-	Type       string `json:"type,omitempty"`
-	Mode       string `json:"mode"`
-	Requests   int    `json:"requests"`
-	Allowed    int    `json:"allowed"`
-	Denied     int    `json:"denied"`
-	Limit      int    `json:"limit"`
-	Overshoot  int    `json:"overshoot"`
-	DurationMs int64  `json:"durationMs"`
-	Key        string `json:"key"`
-	Policy     string `json:"policy"`
-}
 
 // races tracks running races: one per window, a few at once.
 type races struct {
@@ -126,15 +112,13 @@ func handleRace(a *app) echo.HandlerFunc {
 			a.metrics.redisErrors.WithLabelValues("race").Add(float64(failed))
 			return unavailable("Redis failed during the race; try again shortly")
 		}
-		out := raceJSON{
+		out := live.RaceOutcome{
 			Mode: mode, Requests: requests, Allowed: allowed, Denied: denied,
 			Limit: pol.SmallestLimit(), Overshoot: max(0, allowed-pol.SmallestLimit()),
 			DurationMs: took.Milliseconds(), Key: key, Policy: pol.Name,
 		}
 		a.log.Info("race", "mode", mode, "requests", requests, "allowed", allowed, "limit", out.Limit, "duration_ms", out.DurationMs)
-		msg := out
-		msg.Type = "race"
-		a.live.race(key, pol.Name, msg)
+		a.live.Race(out)
 		return c.JSON(http.StatusOK, out)
 	}
 }

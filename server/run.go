@@ -22,6 +22,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // Server timeouts: slow clients must not pin connections.
@@ -73,7 +74,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		instance: uuid.NewString()[:8],
 	}
 	a.mw = newMiddleware(a)
-	a.live = newLive(a)
+	a.live = live.New(live.Deps{
+		Redis:        rdb,
+		ReadWindow:   a.lim.Window,
+		Policy:       a.store.lookup,
+		Instance:     a.instance,
+		TickInterval: cfg.TickInterval,
+		CheckTimeout: cfg.CheckTimeout,
+		Log:          log,
+		Metrics:      a.metrics.live(),
+	})
 	e := newEcho(a)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -107,13 +117,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	liveDone := make(chan struct{})
-	go func() { a.live.run(); close(liveDone) }()
+	go func() { a.live.Run(); close(liveDone) }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 
 	select {
 	case err := <-serveErr:
-		a.live.stop()
+		a.live.Shutdown(context.Background())
 		<-liveDone
 		return fmt.Errorf("failed to serve: %w", err)
 	case <-ctx.Done():
@@ -122,7 +132,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	// Viewers get a 1001 close; in-flight checks finish; then the live loops stop.
-	a.live.shutdown(sctx)
+	a.live.Shutdown(sctx)
 	<-liveDone
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("failed to shut down gracefully: %w", err)

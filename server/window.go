@@ -7,43 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/live"
 )
-
-type entryJSON struct {
-	ID string `json:"id"`
-	Ms int64  `json:"ms"`
-}
-
-// snapshotJSON is a window without consuming it: the body of GET
-// /api/v1/window and, with Type "snapshot", the WebSocket message.
-type snapshotJSON struct {
-	Type      string               `json:"type,omitempty"`
-	Key       string               `json:"key"`
-	Policy    string               `json:"policy"`
-	Entries   []entryJSON          `json:"entries"`
-	Truncated bool                 `json:"truncated"`
-	Count     int                  `json:"count"`
-	Limit     int                  `json:"limit"`
-	WindowMs  int64                `json:"windowMs"`
-	NowMs     int64                `json:"nowMs"`
-	Rules     []httplimit.RuleBody `json:"rules"`
-}
-
-func toSnapshotJSON(w limiter.Window) snapshotJSON {
-	out := snapshotJSON{
-		Key: w.Key, Policy: w.Policy, Entries: make([]entryJSON, len(w.Entries)),
-		Truncated: w.Truncated, Count: w.Count, Limit: w.Limit, WindowMs: w.WindowMs, NowMs: w.NowMs,
-		Rules: make([]httplimit.RuleBody, len(w.Rules)),
-	}
-	for i, e := range w.Entries {
-		out.Entries[i] = entryJSON{ID: e.ID, Ms: e.Ms}
-	}
-	for i, r := range w.Rules {
-		out.Rules[i] = httplimit.RuleBody{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
-	}
-	return out
-}
 
 // windowParams reads and checks key and policy of a window request.
 func windowParams(c echo.Context, a *app, admin bool) (string, limiter.Policy, error) {
@@ -76,7 +41,7 @@ func handleWindow(a *app) echo.HandlerFunc {
 			a.metrics.redisErrors.WithLabelValues("window").Inc()
 			return unavailable("failed to read the window from Redis; try again shortly")
 		}
-		return c.JSON(http.StatusOK, toSnapshotJSON(w))
+		return c.JSON(http.StatusOK, live.NewWindowState(w)) // the snapshot message without its type
 	}
 }
 

@@ -46,20 +46,38 @@ func watch(t testing.TB, app *apptest.App, query string, opts *websocket.DialOpt
 				close(v.msgs)
 				return
 			}
-			var m map[string]any
-			if err := json.Unmarshal(b, &m); err != nil {
-				v.err <- fmt.Errorf("not JSON: %q", b)
+			frame, err := decodeFrame(b)
+			if err != nil {
+				v.err <- err
 				close(v.msgs)
 				return
 			}
-			if m["type"] == "viewers" {
-				v.viewers.Store(int64(m["count"].(float64)))
+			for _, m := range frame {
+				if m["type"] == "viewers" {
+					v.viewers.Store(int64(m["count"].(float64)))
+				}
+				v.msgs <- m
 			}
-			v.msgs <- m
 		}
 	}()
 	t.Cleanup(func() { conn.CloseNow() })
 	return v
+}
+
+// decodeFrame reads a text frame: one message object, or a JSON array of them.
+func decodeFrame(b []byte) ([]map[string]any, error) {
+	if len(b) > 0 && b[0] == '[' {
+		var ms []map[string]any
+		if err := json.Unmarshal(b, &ms); err != nil || len(ms) < 2 {
+			return nil, fmt.Errorf("not a JSON array of two or more messages: %q", b)
+		}
+		return ms, nil
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("not JSON: %q", b)
+	}
+	return []map[string]any{m}, nil
 }
 
 // next returns the next message of type typ (skipping others), or fails.
@@ -245,7 +263,9 @@ func crossInstance(t *testing.T, url string) {
 // TestSlowViewerDropped: a viewer that stops reading is disconnected when its
 // buffer fills, while another viewer of the same window keeps receiving.
 func TestSlowViewerDropped(t *testing.T) {
-	app := startApp(t, nil, "--tick-interval", "10ms", "--policy", "bulk=100000/1h")
+	// A generous check timeout: on a loaded machine (-race) a check that misses
+	// the default 150 ms is a 503 with no decision to wait for.
+	app := startApp(t, nil, "--tick-interval", "10ms", "--policy", "bulk=100000/1h", "--check-timeout", "5s")
 	key := newKey()
 	// Large snapshots fill the slow viewer's socket quickly.
 	for range 3 {
@@ -276,7 +296,7 @@ func TestSlowViewerDropped(t *testing.T) {
 	for {
 		r := do(t, "POST", app.URL+"/api/v1/check?policy=bulk&key="+key, "")
 		if r.status != 200 {
-			t.Fatalf("check: %d %s", r.status, r.raw)
+			t.Fatalf("check %d answered %d %s", decisions+1, r.status, r.raw)
 		}
 		fast.next("decision", func(m map[string]any) bool { return m["id"] == r.body["id"] })
 		decisions++

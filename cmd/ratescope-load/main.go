@@ -9,7 +9,10 @@
 //     until every viewer has its decision message, and memory per idle viewer;
 //   - algorithms (SPEC §8): per algorithm, Redis µs per check and bytes per
 //     key at limits 10, 1,000 and 100,000, and agreement with the log on one
-//     recorded bursty trace (--trace-duration, replayed in real time).
+//     recorded bursty trace (--trace-duration, replayed in real time);
+//     until every viewer has its decision message, and memory per idle viewer —
+//     for ratescope and, in the same run, for a minimal coder/websocket reference
+//     server with the same tick stream (reference.go), reported as a ratio.
 //
 // It starts its own redis-server on a free port (unless --redis-url is given)
 // and runs the server as a separate process — this binary re-executed with the
@@ -20,6 +23,8 @@
 //	go run ./cmd/ratescope-load                       # every phase, about three minutes
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws   # the algorithms only
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --viewers 10000
+//	go run ./cmd/ratescope-load                       # every phase, about a minute
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --viewers 1000,2000,10000
 package main
 
 import (
@@ -29,6 +34,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -42,7 +49,7 @@ type options struct {
 	conns         int
 	keys          int
 	pipeline      int
-	viewers       int
+	viewers       viewerCounts
 	checks        int
 	checkInterval time.Duration
 	tickInterval  time.Duration
@@ -51,12 +58,16 @@ type options struct {
 	skipWS        bool
 	skipAlgos     bool
 	traceDuration time.Duration
+	skipReference bool
 	out           string
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(serveMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "reference" {
+		os.Exit(referenceMain(os.Args[2:]))
 	}
 	if len(os.Args) > 1 && os.Args[1] == "floor-sink" {
 		os.Exit(floorSinkMain(os.Args[2:]))
@@ -68,7 +79,8 @@ func main() {
 	flag.IntVar(&o.conns, "conns", 64, "concurrent HTTP connections, and goroutines calling the library")
 	flag.IntVar(&o.keys, "keys", 10000, "distinct client keys the HTTP and library load spreads over")
 	flag.IntVar(&o.pipeline, "pipeline", 16, "EVALSHA calls per pipeline in the raw baseline")
-	flag.IntVar(&o.viewers, "viewers", 1000, "WebSocket viewers on one window")
+	o.viewers = viewerCounts{1000, 2000}
+	flag.Var(&o.viewers, "viewers", "WebSocket viewers on one window: a count or a comma-separated list, each measured in turn")
 	flag.IntVar(&o.checks, "checks", 50, "checks whose decisions are timed to every viewer")
 	flag.DurationVar(&o.checkInterval, "check-interval", 100*time.Millisecond, "the least time between two timed checks")
 	flag.DurationVar(&o.tickInterval, "tick-interval", 100*time.Millisecond, "the server's --tick-interval in the fan-out phase")
@@ -77,6 +89,7 @@ func main() {
 	flag.BoolVar(&o.skipWS, "skip-ws", false, "skip the WebSocket fan-out phase")
 	flag.BoolVar(&o.skipAlgos, "skip-algos", false, "skip the algorithms phase (cost per check, bytes per key, agreement on a trace)")
 	flag.DurationVar(&o.traceDuration, "trace-duration", time.Minute, "how long the algorithms phase's trace lasts (it is replayed in real time)")
+	flag.BoolVar(&o.skipReference, "skip-reference", false, "measure ratescope's fan-out without the reference server beside it")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
 	flag.Parse()
 	if err := o.validate(); err != nil {
@@ -97,7 +110,7 @@ func (o options) validate() error {
 		return errors.New("--rounds must be at least 1")
 	case o.slice() < 100*time.Millisecond:
 		return errors.New("--duration / --rounds must be at least 100ms")
-	case o.conns < 1, o.keys < 1, o.pipeline < 1, o.viewers < 1, o.checks < 1:
+	case o.conns < 1, o.keys < 1, o.pipeline < 1, len(o.viewers) == 0, o.checks < 1:
 		return errors.New("--conns, --keys, --pipeline, --viewers and --checks must be at least 1")
 	case o.tickInterval < 10*time.Millisecond:
 		return errors.New("--tick-interval must be at least 10ms, as the server requires")
@@ -106,6 +119,30 @@ func (o options) validate() error {
 	case o.traceDuration < time.Second:
 		return errors.New("--trace-duration must be at least 1s")
 	}
+	return nil
+}
+
+// viewerCounts is --viewers: one count or a comma-separated list.
+type viewerCounts []int
+
+func (v *viewerCounts) String() string {
+	s := make([]string, len(*v))
+	for i, n := range *v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (v *viewerCounts) Set(s string) error {
+	var out viewerCounts
+	for part := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 {
+			return fmt.Errorf("want viewer counts of at least 1, such as 1000,2000; got %q", part)
+		}
+		out = append(out, n)
+	}
+	*v = out
 	return nil
 }
 

@@ -62,8 +62,8 @@ func (r *report) header(o options, m machine) {
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
 		r.line("- load average at the start (1, 5, 15 min): %s — other work on the machine skews every figure", strings.Join(strings.Fields(string(b))[:3], ", "))
 	}
-	r.line("- flags: --duration %s --rounds %d --conns %d --keys %d --pipeline %d --viewers %d --checks %d --check-interval %s --tick-interval %s",
-		o.duration, o.rounds, o.conns, o.keys, o.pipeline, o.viewers, o.checks, o.checkInterval, o.tickInterval)
+	r.line("- flags: --duration %s --rounds %d --conns %d --keys %d --pipeline %d --viewers %s --checks %d --check-interval %s --tick-interval %s",
+		o.duration, o.rounds, o.conns, o.keys, o.pipeline, o.viewers.String(), o.checks, o.checkInterval, o.tickInterval)
 	r.line("- throughput phases interleave their variants: %d rounds of %s each, every variant once per round, so drift on a shared machine hits all alike; rates and ratios are medians over the rounds (min–max alongside)",
 		o.rounds, o.slice())
 }

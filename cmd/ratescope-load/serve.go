@@ -156,7 +156,7 @@ func (c *child) waitReady(ctx context.Context, ready func() error) error {
 	return nil
 }
 
-// serverProc is the ratescope server under test, in its own process.
+// serverProc is a server under test, in its own process.
 type serverProc struct {
 	*child
 	addr string // 127.0.0.1:port
@@ -165,11 +165,24 @@ type serverProc struct {
 // startServer re-executes this binary as "serve" with REDIS_URL=redisURL and
 // args (ratescope flags) on a free port, and waits until /healthz answers.
 func startServer(ctx context.Context, dir, redisURL string, args ...string) (*serverProc, error) {
+	return startProc(ctx, dir, "the ratescope server", "server.log", []string{"REDIS_URL=" + redisURL}, "serve", args...)
+}
+
+// startReference runs the reference server (reference.go), this binary
+// re-executed as "reference", on a free port.
+func startReference(ctx context.Context, dir string, args ...string) (*serverProc, error) {
+	return startProc(ctx, dir, "the reference server", "reference.log", nil, "reference", args...)
+}
+
+// startProc re-executes this binary with the hidden first argument mode, extra
+// environment and args plus --addr on a free port, and waits until /healthz
+// answers.
+func startProc(ctx context.Context, dir, name, logName string, env []string, mode string, args ...string) (*serverProc, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("failed to find this program to re-execute it: %w", err)
 	}
-	env := append(os.Environ(), "REDIS_URL="+redisURL)
+	env = append(os.Environ(), env...)
 	var lastErr error
 	for range 3 {
 		port, err := redistest.FreePort()
@@ -177,8 +190,8 @@ func startServer(ctx context.Context, dir, redisURL string, args ...string) (*se
 			return nil, err
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		c, err := startChild("the ratescope server", filepath.Join(dir, "server.log"), env, self,
-			append([]string{"serve", "--addr", addr}, args...)...)
+		c, err := startChild(name, filepath.Join(dir, logName), env, self,
+			append([]string{mode, "--addr", addr}, args...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -191,7 +204,7 @@ func startServer(ctx context.Context, dir, redisURL string, args ...string) (*se
 			break
 		}
 	}
-	return nil, fmt.Errorf("failed to start the ratescope server: %w", lastErr)
+	return nil, fmt.Errorf("failed to start %s: %w", name, lastErr)
 }
 
 var probe = &http.Client{Timeout: 2 * time.Second}

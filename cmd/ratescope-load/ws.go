@@ -38,7 +38,8 @@ const (
 )
 
 var (
-	// decisionMark finds decision messages without decoding every tick.
+	// decisionMark finds decision messages without decoding every tick; a
+	// decision's "id" comes after its type.
 	decisionMark = []byte(`"type":"decision"`)
 	idMark       = []byte(`"id":"`)
 )
@@ -80,11 +81,12 @@ func (c *crowd) read(ctx context.Context, conn *websocket.Conn, v *viewer) {
 			continue
 		}
 		now := time.Now()
-		id := decisionID(b)
-		v.mu.Lock()
-		v.got[id] = now
-		v.mu.Unlock()
-		c.received.Add(1)
+		for id, rest, ok := nextDecision(b); ok; id, rest, ok = nextDecision(rest) {
+			v.mu.Lock()
+			v.got[id] = now
+			v.mu.Unlock()
+			c.received.Add(1)
+		}
 	}
 }
 
@@ -95,119 +97,25 @@ func closeReason(err error) string {
 	return err.Error()
 }
 
-// decisionID finds the "id" of a decision message (the server encodes it as a
-// plain UUID string, no escapes needed).
-func decisionID(b []byte) string {
-	i := bytes.Index(b, idMark)
+// nextDecision finds the first decision message in b — a frame holds one message
+// or an array of them — and returns its "id" (the server encodes it as a plain
+// UUID string: no escapes) and the rest of b after it.
+func nextDecision(b []byte) (id string, rest []byte, ok bool) {
+	i := bytes.Index(b, decisionMark)
 	if i < 0 {
-		return ""
+		return "", nil, false
 	}
-	rest := b[i+len(idMark):]
-	j := bytes.IndexByte(rest, '"')
+	b = b[i+len(decisionMark):]
+	j := bytes.Index(b, idMark)
 	if j < 0 {
-		return ""
+		return "", nil, false
 	}
-	return string(rest[:j])
-}
-
-// measureFanOut connects --viewers viewers to one window of a fresh server
-// process, measures the server's memory per idle viewer, then times --checks
-// checks from the moment each is sent until every viewer has its decision.
-func measureFanOut(ctx context.Context, e *env) error {
-	o := e.o
-	progress("  the floor: one frame to %d raw TCP sockets, %d times", o.viewers, floorRounds)
-	floor, err := measureFloor(ctx, e, o.viewers)
-	if err != nil {
-		return fmt.Errorf("the floor: %w", err)
+	b = b[j+len(idMark):]
+	k := bytes.IndexByte(b, '"')
+	if k < 0 {
+		return "", nil, false
 	}
-	srv, err := startServer(ctx, e.dir, e.redisURL, "--policy", fanPolicy, "--tick-interval", o.tickInterval.String())
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-	if err := sleep(ctx, settle); err != nil {
-		return err
-	}
-	before, err := srv.metrics(mHeap, mRSS, mGoroutines)
-	if err != nil {
-		return err
-	}
-
-	key := fmt.Sprintf("fan-%d", time.Now().UnixNano())
-	vctx, cancel := context.WithCancel(ctx)
-	var readers sync.WaitGroup
-	defer func() { cancel(); readers.Wait() }()
-	c := &crowd{viewers: make([]*viewer, o.viewers)}
-	progress("  connecting %d viewers", o.viewers)
-	dialStart := time.Now()
-	if err := c.connect(vctx, "ws://"+srv.addr+"/ws?policy=fan&key="+key, &readers); err != nil {
-		return err
-	}
-	dialTook := time.Since(dialStart)
-	progress("  connected in %s", dialTook.Round(time.Millisecond))
-	idleMeter := newCPUMeter(srv, e.redis)
-	if err := sleep(ctx, idle); err != nil {
-		return err
-	}
-	idleCPU := idleMeter.stop()
-	after, err := srv.metrics(mHeap, mRSS, mGoroutines, mViewers)
-	if err != nil {
-		return err
-	}
-
-	progress("  timing %d checks", o.checks)
-	meter := newCPUMeter(srv, e.redis)
-	t, err := c.timeChecks(ctx, o, "http://"+srv.addr+"/api/v1/check?policy=fan&key="+key)
-	if err != nil {
-		return err
-	}
-	cpu := meter.stop()
-	end, err := srv.metrics(mDropped, mViewers)
-	if err != nil {
-		return err
-	}
-
-	n := float64(o.viewers)
-	heapPer := (after[mHeap] - before[mHeap]) / n / 1024
-	rssPer := (after[mRSS] - before[mRSS]) / n / 1024
-	lastP99 := t.last.sorted().pct(.99)
-	rep := e.rep
-	rep.line("")
-	rep.line("## WebSocket fan-out: %d viewers on one window", o.viewers)
-	rep.line("")
-	rep.line("coder/websocket clients in the load tool's process, each reading its stream continuously (ticks, snapshots, decisions); the server in its own process with `--policy %s --tick-interval %s`. %d checks, one at a time, at least %s apart; each is timed from just before its POST until a viewer has read the decision with its id.",
-		fanPolicy, o.tickInterval, o.checks, o.checkInterval)
-	rep.line("")
-	rep.line("- connected in %s (%.0f viewers/s, %d dialers); the server counted %.0f viewers when idle, %.0f after the checks",
-		dialTook.Round(time.Millisecond), n/dialTook.Seconds(), dialers, after[mViewers], end[mViewers])
-	rep.line("- CPU with the viewers idle (ticks and snapshots only): %s", idleCPU)
-	rep.line("- CPU while timing the checks: %s", cpu)
-	rep.line("")
-	rep.line("| check → decision | p50 | p90 | p99 | max |")
-	rep.line("|---|---:|---:|---:|---:|")
-	rep.line("| the last viewer to get it (one value per check) | %s |", t.last.cells())
-	rep.line("| any viewer (every delivery, %d of them) | %s |", len(t.each), t.each.cells())
-	rep.line("| the floor: a %d-byte write to each of %d plain loopback TCP sockets (a goroutine each), read by another process; no WebSocket, no server (%d rounds) | %s |", floorFrame, o.viewers, floorRounds, floor.sorted().cells())
-	rep.line("")
-	rep.line("| measure | value |")
-	rep.line("|---|---|")
-	rep.line("| checks timed / answered without a decision | %d / %d%s |", len(t.last), o.checks-len(t.last), statusCounts(t.undecided))
-	rep.line("| deliveries missing after %s | %d of %d |", deliveryTimeout, t.missing, len(t.last)*o.viewers)
-	rep.line("| viewers dropped as slow (server's `%s`) | %.0f |", mDropped, end[mDropped])
-	rep.line("| viewers whose stream ended early (client side) | %d%s |", c.ended.Load(), c.reasons())
-	rep.line("| server heap in use per idle viewer | %.1f KB (%.1f → %.1f MB) |", heapPer, before[mHeap]/1e6, after[mHeap]/1e6)
-	rep.line("| server RSS per idle viewer | %.1f KB (%.1f → %.1f MB) |", rssPer, before[mRSS]/1e6, after[mRSS]/1e6)
-	rep.line("| server goroutines per viewer | %.2f (%.0f → %.0f) |", (after[mGoroutines]-before[mGoroutines])/n, before[mGoroutines], after[mGoroutines])
-	rep.line("")
-	rep.line("- memory per idle viewer ≤ 64 KB: heap %s, RSS %s", atMost(heapPer, 64), atMost(rssPer, 64))
-	if len(t.last) == 0 {
-		rep.line("- no check was decided, so no delivery was timed")
-	} else if o.viewers >= 10000 {
-		rep.line("- at %d viewers, the last viewer's p99 ≤ 100 ms: %s (%s)", o.viewers, atMost(float64(lastP99.Milliseconds()), 100), ms(lastP99))
-	} else {
-		rep.line("- the 100 ms target is for 10,000 viewers (`--viewers 10000`); here the last viewer's p99 is %s", ms(lastP99))
-	}
-	return nil
+	return string(b[:k]), b[k:], true
 }
 
 // connect dials every viewer from a few dialers at once and starts its reader.

@@ -1,0 +1,51 @@
+package live
+
+import "github.com/ratescope/ratescope/limiter"
+
+// The events the rest of the server reports: a decision per check, a reset, a race.
+// Each reaches this instance's viewers of the window and, when others watch it, the
+// other instances. A window nobody watches — the common case for checks — costs two
+// map lookups: the message is built only when someone does.
+
+// Decision reports one check's decision.
+func (v *View) Decision(d limiter.Decision) {
+	v.event(kindDecision, Window{Key: d.Key, Policy: d.Policy}, func() []byte {
+		return DecisionMessage(d, v.d.Instance)
+	})
+}
+
+// Reset reports that a window was emptied.
+func (v *View) Reset(key, policy string) {
+	w := Window{Key: key, Policy: policy}
+	v.event(kindReset, w, func() []byte { return resetMessage(w, v.nowMs()) })
+}
+
+// Race reports a race's outcome (SPEC §6); the snapshot that follows shows its
+// entries.
+func (v *View) Race(r RaceOutcome) {
+	v.event(kindRace, Window{Key: r.Key, Policy: r.Policy}, func() []byte { return raceMessage(r) })
+}
+
+func (v *View) event(kind string, w Window, build func() []byte) {
+	local := v.hub.Count(w) > 0
+	elsewhere := v.presence.watchedElsewhere(w)
+	if !local && !elsewhere {
+		return
+	}
+	msg := build()
+	var env []byte
+	if elsewhere {
+		env = encode(envelope{Origin: v.d.Instance, Kind: kind, Topic: w.wire(), Msg: msg})
+	}
+	v.order.Lock()
+	if local {
+		v.hub.Publish(w, msg)
+	}
+	if elsewhere {
+		v.send(env)
+	}
+	v.order.Unlock()
+	if local {
+		v.snapshots.markDirty(w)
+	}
+}

@@ -1,0 +1,162 @@
+// Package live is ratescope's live view (SPEC §4): it feeds every viewer of a window
+// the limiter's clock, the window's snapshots, and the decisions, resets and races of
+// every instance, which travel between instances through Redis Pub/Sub.
+//
+// One file per concern: events.go takes events in, clock.go reads Redis's clock,
+// snapshots.go reads windows, presence.go counts viewers across instances, bus.go is
+// the Redis Pub/Sub bridge, stream.go writes one viewer's WebSocket, and messages.go
+// defines every message once. Fan-out itself is the hub's (live/hub). The package
+// knows nothing of the HTTP server: what it uses comes in through Deps.
+package live
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/live/hub"
+)
+
+// Window names one watched log: a client key under a policy. It is the hub's topic
+// inside the process; only on the Redis wire does it become "policy|key".
+type Window struct {
+	Key    string
+	Policy string
+}
+
+func (w Window) wire() string { return w.Policy + "|" + w.Key }
+
+func windowFromWire(s string) Window {
+	policy, key, _ := strings.Cut(s, "|")
+	return Window{Key: key, Policy: policy}
+}
+
+// rediser is what the live view needs of Redis, so a Client, a ClusterClient or a
+// Ring all fit.
+type rediser interface {
+	Time(ctx context.Context) *redis.TimeCmd
+	Publish(ctx context.Context, channel string, message any) *redis.IntCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// Deps is everything the live view uses.
+type Deps struct {
+	Redis rediser
+	// ReadWindow reads a window without consuming it (the limiter's Window).
+	ReadWindow func(ctx context.Context, key string, p limiter.Policy) (limiter.Window, error)
+	// Policy looks a policy up by name; policies may change while the server runs.
+	Policy func(name string) (limiter.Policy, bool)
+	// Instance names this server process to viewers and to other instances.
+	Instance string
+	// TickInterval is the fastest rate at which viewers get the clock.
+	TickInterval time.Duration
+	// CheckTimeout bounds every Redis call the live view makes.
+	CheckTimeout time.Duration
+	Log          *slog.Logger
+	Metrics      Metrics
+}
+
+// Metrics are the figures the live view keeps; nil fields are not kept.
+type Metrics struct {
+	Viewers          Gauge   // viewers connected to this instance
+	DroppedSlow      Counter // viewers disconnected because they fell behind
+	PubSubDropped    Counter // events not sent to other instances: the publish queue was full
+	PubSubReconnects Counter // Pub/Sub subscriptions started over after a failure
+	PublishErrors    Counter // failed or timed-out PUBLISH calls
+}
+
+// Gauge and Counter are the parts of Prometheus's types the live view uses.
+type (
+	Gauge   interface{ Set(float64) }
+	Counter interface{ Inc() }
+)
+
+type noMetric struct{}
+
+func (noMetric) Set(float64) {}
+func (noMetric) Inc()        {}
+
+// Kinds of "latest" message (hub.PublishLatest): states a newer one supersedes,
+// so a busy viewer gets the newest instead of a backlog. Decisions, resets and races
+// are queued, never superseded.
+const (
+	kindTick hub.Kind = iota
+	kindViewers
+	kindSnapshot
+	kindStatus
+)
+
+// View is the live view of one server process.
+type View struct {
+	d   Deps
+	hub *hub.Hub[Window]
+
+	ctx   context.Context // ends at shutdown: viewers get 1001
+	stop  context.CancelFunc
+	conns sync.WaitGroup // open viewer connections
+
+	clock     clock
+	snapshots snapshots
+	presence  presence
+	bus       bus
+
+	// order makes this instance's viewers and the other instances see its events
+	// in one order: publishing to the hub and queueing for Redis happen together.
+	order sync.Mutex
+}
+
+// New returns a View; Run starts it.
+func New(d Deps) *View {
+	for _, m := range []*Counter{&d.Metrics.DroppedSlow, &d.Metrics.PubSubDropped, &d.Metrics.PubSubReconnects, &d.Metrics.PublishErrors} {
+		if *m == nil {
+			*m = noMetric{}
+		}
+	}
+	if d.Metrics.Viewers == nil {
+		d.Metrics.Viewers = noMetric{}
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), bus: newBus()}
+	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
+	v.ctx, v.stop = context.WithCancel(context.Background())
+	v.clock.init()
+	return v
+}
+
+// Run drives the clock, snapshots, presence and the Pub/Sub bridge until Shutdown,
+// then drops every viewer.
+func (v *View) Run() {
+	ctx := v.ctx
+	var wg sync.WaitGroup
+	wg.Go(func() { v.tickLoop(ctx) })
+	wg.Go(func() { v.snapshotLoop(ctx) })
+	wg.Go(func() { v.presenceLoop(ctx) })
+	wg.Go(func() { v.publishLoop(ctx) })
+	wg.Go(func() { v.subscribeLoop(ctx) })
+	wg.Wait()
+	v.hub.Close()
+}
+
+// Shutdown closes every viewer with 1001, stops Run and waits for the viewers'
+// connections to end, up to ctx.
+func (v *View) Shutdown(ctx context.Context) {
+	v.stop()
+	done := make(chan struct{})
+	go func() { v.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// redisCtx bounds one Redis call of the live view.
+func (v *View) redisCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, v.d.CheckTimeout)
+}

@@ -1,0 +1,124 @@
+package live
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestSpacingKeepsWindowFramesWithinBudget(t *testing.T) {
+	for _, c := range []struct {
+		viewers int
+		want    time.Duration
+	}{
+		{0, snapshotCoalesce},
+		{1, snapshotCoalesce},
+		{1000, snapshotCoalesce}, // exactly the budget: not spaced
+		{1001, 50050 * time.Microsecond},
+		{10_000, 500 * time.Millisecond},
+		{100_000, 5 * time.Second}, // callers cap it (snapshots still come every second)
+	} {
+		got := spacing(c.viewers)
+		if got != c.want {
+			t.Errorf("spacing(%d) = %s, want %s", c.viewers, got, c.want)
+		}
+		if perSecond := float64(c.viewers) / got.Seconds(); perSecond > fanoutBudget {
+			t.Errorf("spacing(%d) = %s gives %.0f frames/s, over %d", c.viewers, got, perSecond, fanoutBudget)
+		}
+	}
+}
+
+func TestDueAllowsTickerJitter(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		since, gap time.Duration
+		want       bool
+	}{
+		{0, snapshotCoalesce, false},
+		{snapshotCoalesce - time.Millisecond, snapshotCoalesce, true}, // a tick that came a little early
+		{snapshotCoalesce / 4, snapshotCoalesce, false},
+		{time.Second - 2*time.Millisecond, time.Second, true},
+		{900 * time.Millisecond, time.Second, false},
+	} {
+		if got := due(t0.Add(c.since), t0, c.gap); got != c.want {
+			t.Errorf("due(+%s, gap %s) = %v, want %v", c.since, c.gap, got, c.want)
+		}
+	}
+}
+
+func TestTickShareThinsLargeAudiencesToAtLeastOneASecond(t *testing.T) {
+	for _, c := range []struct {
+		viewers  int
+		interval time.Duration
+		want     uint64
+	}{
+		{0, 100 * time.Millisecond, 1},
+		{2000, 100 * time.Millisecond, 1}, // exactly the budget: every viewer, every tick
+		{2001, 100 * time.Millisecond, 2},
+		{10_000, 100 * time.Millisecond, 5},
+		{1_000_000, 100 * time.Millisecond, 10}, // capped: one tick a second each
+		{1_000_000, 10 * time.Millisecond, 100},
+		{1_000_000, time.Second, 1},
+		{1_000_000, 3 * time.Second, 1}, // slower than once a second already
+	} {
+		got := tickShare(c.viewers, c.interval)
+		if got != c.want {
+			t.Errorf("tickShare(%d, %s) = %d, want %d", c.viewers, c.interval, got, c.want)
+		}
+		if gap := time.Duration(got) * c.interval; gap > tickAtLeast && c.interval <= tickAtLeast {
+			t.Errorf("tickShare(%d, %s): a viewer waits %s for a tick, over %s", c.viewers, c.interval, gap, tickAtLeast)
+		}
+		if perSecond := float64(c.viewers) / (time.Duration(got) * c.interval).Seconds(); got < uint64(tickAtLeast/c.interval) && perSecond > fanoutBudget {
+			t.Errorf("tickShare(%d, %s) = %d gives %.0f ticks/s, over %d", c.viewers, c.interval, got, perSecond, fanoutBudget)
+		}
+	}
+}
+
+func TestAppendFrame(t *testing.T) {
+	one := appendFrame(nil, [][]byte{[]byte(`{"type":"tick","nowMs":1}`)})
+	if string(one) != `{"type":"tick","nowMs":1}` {
+		t.Errorf("one message: %s, want the object itself", one)
+	}
+	many := appendFrame([]byte("stale"), [][]byte{[]byte(`{"type":"decision"}`), []byte(`{"type":"tick"}`)})
+	var msgs []map[string]any
+	if err := json.Unmarshal(many[len("stale"):], &msgs); err != nil || len(msgs) != 2 || msgs[0]["type"] != "decision" || msgs[1]["type"] != "tick" {
+		t.Errorf("two messages: %s (%v), want a JSON array of both, in order", many, err)
+	}
+}
+
+// Another instance's events arrive several to a PUBLISH; each reaches this
+// instance's viewers of its window, in order, and this instance's own are ignored.
+func TestReceiveBatchedEnvelopes(t *testing.T) {
+	v := New(Deps{Instance: "me"})
+	w := Window{Key: "alice", Policy: "demo"}
+	sub := v.hub.Subscribe(w)
+	other := v.hub.Subscribe(Window{Key: "bob", Policy: "demo"})
+	env := func(origin, kind string, w Window, msg string) envelope {
+		return envelope{Origin: origin, Kind: kind, Topic: w.wire(), Msg: json.RawMessage(msg)}
+	}
+	v.receive(encode([]envelope{
+		env("them", kindDecision, w, `{"n":1}`),
+		env("me", kindDecision, w, `{"n":"mine"}`),
+		env("them", kindReset, w, `{"n":2}`),
+		{Origin: "them", Kind: kindPresence, Viewers: map[string]int{w.wire(): 3}},
+		env("them", kindRace, w, `{"n":3}`),
+	}))
+	v.receive(encode(env("them", kindDecision, w, `{"n":4}`))) // one envelope alone
+	v.receive([]byte(`[not json`))
+
+	got, _ := sub.Take(nil, 1<<20)
+	var ns []string
+	for _, m := range got {
+		ns = append(ns, string(m))
+	}
+	if want := []string{`{"n":1}`, `{"n":2}`, `{"n":3}`, `{"n":4}`}; !slices.Equal(ns, want) {
+		t.Errorf("the viewer got %q, want %q", ns, want)
+	}
+	if got, _ := other.Take(nil, 1<<20); len(got) != 0 {
+		t.Errorf("a viewer of another window got %q", got)
+	}
+	if !v.presence.watchedElsewhere(w) {
+		t.Error("the presence in the batch was not recorded")
+	}
+}

@@ -1,0 +1,210 @@
+package live
+
+import (
+	"encoding/json"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// The stream's message types (SPEC §4): the "type" member of every message. A text
+// frame carries one message or, batched, a JSON array of them.
+const (
+	TypeHello    = "hello"
+	TypeStatus   = "status"
+	TypeTick     = "tick"
+	TypeSnapshot = "snapshot"
+	TypeDecision = "decision"
+	TypeReset    = "reset"
+	TypeRace     = "race"
+	TypeViewers  = "viewers"
+)
+
+// Each message below is encoded once and the same bytes go to every viewer.
+
+type helloMsg struct {
+	Type     string       `json:"type"`
+	Instance string       `json:"instance"`
+	Key      string       `json:"key"`
+	Policy   string       `json:"policy"`
+	Rules    []policyRule `json:"rules"`
+	TickMs   int64        `json:"tickMs"`
+}
+
+type policyRule struct {
+	Limit    int   `json:"limit"`
+	WindowMs int64 `json:"windowMs"`
+}
+
+func helloMessage(instance, key string, p limiter.Policy, tickMs int64) []byte {
+	m := helloMsg{Type: TypeHello, Instance: instance, Key: key, Policy: p.Name, TickMs: tickMs}
+	for _, r := range p.Rules {
+		m.Rules = append(m.Rules, policyRule{Limit: r.Limit, WindowMs: r.WindowMs()})
+	}
+	return encode(m)
+}
+
+type statusMsg struct {
+	Type  string `json:"type"`
+	Redis string `json:"redis"` // "up" or "down"
+}
+
+func statusMessage(up bool) []byte {
+	state := "down"
+	if up {
+		state = "up"
+	}
+	return encode(statusMsg{Type: TypeStatus, Redis: state})
+}
+
+type tickMsg struct {
+	Type  string `json:"type"`
+	NowMs int64  `json:"nowMs"`
+}
+
+// TickMessage is the clock tick at nowMs on the limiter's clock.
+func TickMessage(nowMs int64) []byte { return encode(tickMsg{Type: TypeTick, NowMs: nowMs}) }
+
+// WindowState is a window read without consuming it: the body of GET
+// /api/v1/window and, with a type, the snapshot message.
+type WindowState struct {
+	Key       string      `json:"key"`
+	Policy    string      `json:"policy"`
+	Entries   []Entry     `json:"entries"`
+	Truncated bool        `json:"truncated"`
+	Count     int         `json:"count"`
+	Limit     int         `json:"limit"`
+	WindowMs  int64       `json:"windowMs"`
+	NowMs     int64       `json:"nowMs"`
+	Rules     []RuleState `json:"rules"`
+}
+
+// Entry is one entry of a window: its member and score.
+type Entry struct {
+	ID string `json:"id"`
+	Ms int64  `json:"ms"`
+}
+
+// RuleState is one rule's state in a window.
+type RuleState struct {
+	Limit     int   `json:"limit"`
+	WindowMs  int64 `json:"windowMs"`
+	Count     int   `json:"count"`
+	Remaining int   `json:"remaining"`
+}
+
+// NewWindowState turns the limiter's window into its JSON form.
+func NewWindowState(w limiter.Window) WindowState {
+	out := WindowState{
+		Key: w.Key, Policy: w.Policy, Entries: make([]Entry, len(w.Entries)),
+		Truncated: w.Truncated, Count: w.Count, Limit: w.Limit, WindowMs: w.WindowMs, NowMs: w.NowMs,
+		Rules: make([]RuleState, len(w.Rules)),
+	}
+	for i, e := range w.Entries {
+		out.Entries[i] = Entry{ID: e.ID, Ms: e.Ms}
+	}
+	for i, r := range w.Rules {
+		out.Rules[i] = RuleState{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
+	}
+	return out
+}
+
+type snapshotMsg struct {
+	Type string `json:"type"`
+	WindowState
+}
+
+func snapshotMessage(w limiter.Window) []byte {
+	return encode(snapshotMsg{Type: TypeSnapshot, WindowState: NewWindowState(w)})
+}
+
+type decisionMsg struct {
+	Type         string `json:"type"`
+	Key          string `json:"key"`
+	Policy       string `json:"policy"`
+	Allowed      bool   `json:"allowed"`
+	Count        int    `json:"count"`
+	Limit        int    `json:"limit"`
+	NowMs        int64  `json:"nowMs"`
+	OldestMs     *int64 `json:"oldestMs"`
+	RetryAfterMs int64  `json:"retryAfterMs"`
+	ID           string `json:"id"`
+	Instance     string `json:"instance"`
+}
+
+// DecisionMessage is the decision message of d, made by instance.
+func DecisionMessage(d limiter.Decision, instance string) []byte {
+	b := d.Bound()
+	m := decisionMsg{
+		Type: TypeDecision, Key: d.Key, Policy: d.Policy, Allowed: d.Allowed,
+		Count: b.Count, Limit: b.Limit, NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
+		ID: d.ID, Instance: instance,
+	}
+	if b.OldestMs >= 0 { // the limiter's -1 for "empty" is null
+		m.OldestMs = &b.OldestMs
+	}
+	return encode(m)
+}
+
+type resetMsg struct {
+	Type   string `json:"type"`
+	Key    string `json:"key"`
+	Policy string `json:"policy"`
+	NowMs  int64  `json:"nowMs"`
+}
+
+func resetMessage(w Window, nowMs int64) []byte {
+	return encode(resetMsg{Type: TypeReset, Key: w.Key, Policy: w.Policy, NowMs: nowMs})
+}
+
+// RaceOutcome is the outcome of a race (SPEC §6): the answer to POST /api/v1/race
+// and, with a type, the race message.
+type RaceOutcome struct {
+	Mode       string `json:"mode"`
+	Requests   int    `json:"requests"`
+	Allowed    int    `json:"allowed"`
+	Denied     int    `json:"denied"`
+	Limit      int    `json:"limit"`
+	Overshoot  int    `json:"overshoot"`
+	DurationMs int64  `json:"durationMs"`
+	Key        string `json:"key"`
+	Policy     string `json:"policy"`
+}
+
+type raceMsg struct {
+	Type string `json:"type"`
+	RaceOutcome
+}
+
+func raceMessage(r RaceOutcome) []byte { return encode(raceMsg{Type: TypeRace, RaceOutcome: r}) }
+
+type viewersMsg struct {
+	Type  string `json:"type"`
+	Count int    `json:"count"`
+}
+
+func viewersMessage(count int) []byte { return encode(viewersMsg{Type: TypeViewers, Count: count}) }
+
+// encode marshals a message; the types above cannot fail to encode.
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("live: failed to encode a message: " + err.Error())
+	}
+	return b
+}
+
+// appendFrame appends msgs to dst as one frame: the message itself when there is
+// one, else a JSON array of them, in order.
+func appendFrame(dst []byte, msgs [][]byte) []byte {
+	if len(msgs) == 1 {
+		return append(dst, msgs[0]...)
+	}
+	dst = append(dst, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, m...)
+	}
+	return append(dst, ']')
+}

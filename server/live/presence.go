@@ -1,0 +1,179 @@
+package live
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Viewer counts across instances (SPEC §4): every instance announces its own
+// counts on change and every presenceEvery; counts not renewed within presenceTTL
+// are forgotten, so the total stays right when an instance dies.
+const (
+	presenceEvery = time.Second
+	presenceTTL   = 3 * presenceEvery
+)
+
+type presence struct {
+	mu     sync.Mutex
+	remote map[Window]map[string]remoteCount // window → instance → its viewers
+	last   map[Window]int                    // the total last announced
+	due    map[Window]struct{}               // windows whose count may have changed
+	ownDue bool                              // this instance's counts changed
+}
+
+type remoteCount struct {
+	count   int
+	expires time.Time
+}
+
+func newPresence() presence {
+	return presence{
+		remote: map[Window]map[string]remoteCount{},
+		last:   map[Window]int{},
+		due:    map[Window]struct{}{},
+	}
+}
+
+// watchedElsewhere reports whether another instance has viewers of w.
+func (p *presence) watchedElsewhere(w Window) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	for _, c := range p.remote[w] {
+		if c.count > 0 && now.Before(c.expires) {
+			return true
+		}
+	}
+	return false
+}
+
+// localViewersChanged runs on every subscribe and unsubscribe. Counts are announced
+// from presenceLoop, at most one message per window per snapshotCoalesce: a crowd
+// of N viewers arriving must not cost N² messages.
+func (v *View) localViewersChanged(w Window, _ int) {
+	v.d.Metrics.Viewers.Set(float64(v.hub.Total()))
+	p := &v.presence
+	p.mu.Lock()
+	p.ownDue = true
+	p.due[w] = struct{}{}
+	p.mu.Unlock()
+}
+
+// remotePresence records another instance's counts (keyed as on the wire).
+func (v *View) remotePresence(instance string, counts map[string]int) {
+	expires := time.Now().Add(presenceTTL)
+	byWindow := make(map[Window]int, len(counts))
+	for wire, n := range counts {
+		byWindow[windowFromWire(wire)] = n
+	}
+	p := &v.presence
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for w, byInstance := range p.remote {
+		if _, ok := byWindow[w]; !ok {
+			if _, had := byInstance[instance]; had {
+				delete(byInstance, instance)
+				p.due[w] = struct{}{}
+			}
+		}
+	}
+	for w, n := range byWindow {
+		if p.remote[w] == nil {
+			p.remote[w] = map[string]remoteCount{}
+		}
+		if p.remote[w][instance].count != n {
+			p.due[w] = struct{}{}
+		}
+		p.remote[w][instance] = remoteCount{count: n, expires: expires}
+	}
+}
+
+// announceViewers sends w's total viewer count to local viewers, always or only
+// when it changed.
+func (v *View) announceViewers(w Window, always bool) {
+	local := v.hub.Count(w)
+	p := &v.presence
+	p.mu.Lock()
+	total := local
+	now := time.Now()
+	for inst, c := range p.remote[w] {
+		if now.After(c.expires) {
+			delete(p.remote[w], inst)
+			continue
+		}
+		total += c.count
+	}
+	if len(p.remote[w]) == 0 {
+		delete(p.remote, w)
+	}
+	changed := p.last[w] != total
+	if total == 0 {
+		delete(p.last, w)
+	} else {
+		p.last[w] = total
+	}
+	p.mu.Unlock()
+	if (changed || always) && local > 0 {
+		v.hub.PublishLatest(w, kindViewers, viewersMessage(total))
+	}
+}
+
+// presenceLoop announces counts to local viewers and to other instances.
+func (v *View) presenceLoop(ctx context.Context) {
+	t := time.NewTicker(snapshotCoalesce)
+	defer t.Stop()
+	p := &v.presence
+	last := time.Now()
+	quiet := true
+	announced := map[Window]time.Time{} // when each window's count last went out
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		periodic := time.Since(last) >= presenceEvery
+		ownDue := p.ownDue || periodic
+		p.ownDue = false
+		announce := p.due
+		p.due = map[Window]struct{}{}
+		var sweep []Window
+		if periodic {
+			for w := range p.remote {
+				sweep = append(sweep, w)
+			}
+		}
+		p.mu.Unlock()
+		for w := range announce {
+			if n := v.hub.Count(w); n == 0 {
+				delete(announced, w) // announceViewers keeps the bookkeeping, sends nothing
+			} else if prev, ok := announced[w]; ok && !due(time.Now(), prev, min(spacing(n), presenceEvery)) {
+				p.mu.Lock()
+				p.due[w] = struct{}{} // a large audience: count it again later
+				p.mu.Unlock()
+				continue
+			} else {
+				announced[w] = time.Now()
+			}
+			v.announceViewers(w, true) // new viewers need the count too
+		}
+		for _, w := range sweep { // let expired instances fall out
+			v.announceViewers(w, false)
+		}
+		if !ownDue {
+			continue
+		}
+		last = time.Now()
+		counts := map[string]int{}
+		for _, w := range v.hub.Topics() {
+			counts[w.wire()] = v.hub.Count(w)
+		}
+		// An instance without viewers stays silent after saying so once.
+		if len(counts) > 0 || !quiet {
+			v.send(encode(envelope{Origin: v.d.Instance, Kind: kindPresence, Viewers: counts}))
+		}
+		quiet = len(counts) == 0
+	}
+}
