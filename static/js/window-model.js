@@ -305,8 +305,10 @@ export class WindowModel {
     for (let k = this.bin(cutoff); k <= k1; k++) {
       const s = this.seenAfterListedAt(k);
       if (!s) continue;
+      // Entries seen are all in the past; only the bin at the cutoff is
+      // partly out of the window.
       const b0 = k * this.binMs;
-      const over = Math.min(t, b0 + this.binMs) - Math.max(cutoff, b0);
+      const over = b0 + this.binMs - Math.max(cutoff, b0);
       if (over > 0) seen += s * Math.min(1, over / this.binMs);
     }
     seen = Math.round(seen);
