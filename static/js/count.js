@@ -29,7 +29,9 @@ export class CountReadout {
     } else if (rule && l === null) {
       l = rule.limit;
     }
-    this.w.text(this.ui.count, (n === null ? '–' : n) + ' / ' + (l === null ? '–' : l));
+    const text = (n === null ? '–' : n) + ' / ' + (l === null ? '–' : l);
+    this.w.text(this.ui.count, text);
+    this.w.cls(this.ui.count, 'count' + (text.length > 13 ? ' is-longer' : text.length > 9 ? ' is-long' : ''));
 
     let verdict = '';
     let cls = 'verdict';

@@ -120,8 +120,11 @@ function init() {
       log.decision(m);
       rate.decision(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
+      // The window is blocked when a denial says even one more request has
+      // no room: a costly request denied beside cheap ones that pass is not.
       const o = decisionOutcome(m);
-      if (o === OUTCOME.DENIED || o === OUTCOME.CACHED) {
+      const full = !(typeof m.count === 'number' && typeof m.limit === 'number' && m.count < m.limit);
+      if ((o === OUTCOME.DENIED && full) || o === OUTCOME.CACHED) {
         const retry = Math.max(0, Number(m.retryAfterMs) || 0);
         state.denial = { retryAt: m.nowMs + retry, total: retry };
       } else if (o === OUTCOME.ALLOWED) {

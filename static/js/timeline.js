@@ -100,19 +100,19 @@ function caption(mode, model, count, d) {
     return n === 0 ? 'The window is empty.' : entries(n) + ' in the window, each drawn as a dot at its score.';
   }
   if (mode === 'dots') return entries(n) + ' in the window, each drawn as a dot at its score, on one canvas.';
-  const bin = fmtDuration(model.binMs);
-  let s = entries(n) + ' in the window: too many for dots, so the band\'s thickness shows how many entries fall in each ' +
-    bin + '. Drawn: ';
+  let s = entries(n) + ' in the window, too many for dots: the band\'s thickness is the count per ' +
+    fmtDuration(model.binMs) + '. Drawn: ';
   const parts = [];
-  if (d.listed > 0) parts.push('the oldest ' + fmtInt(d.listed) + ' as listed by Redis');
+  if (d.listed > 0) parts.push('the oldest ' + fmtInt(d.listed) + ', as Redis listed them');
   if (d.seen > 0) parts.push(fmtInt(d.seen) + ' recorded while this tab watched');
-  s += parts.length ? parts.join(', and ') : 'none placed yet';
   if (d.unplaced > 0 && d.gap) {
-    s += '; the other ' + fmtInt(d.unplaced) + ', from ' + fmtClock(d.gap.lo) + ' to ' + fmtClock(d.gap.hi) +
-      ', are not listed, so they are spread evenly there (hatched)';
-  } else if (d.unplaced > 0) {
-    s += '; ' + fmtInt(d.unplaced) + ' more are counted but not placed';
+    parts.push(fmtInt(d.unplaced) + ' that no message placed, spread evenly from ' +
+      fmtClock(d.gap.lo) + ' to ' + fmtClock(d.gap.hi) + ' (hatched)');
   }
+  if (parts.length === 0) s += 'none placed yet';
+  else if (parts.length === 1) s += parts[0];
+  else s += parts.slice(0, -1).join(', ') + ' and ' + parts[parts.length - 1];
+  if (d.unplaced > 0 && !d.gap) s += '; ' + fmtInt(d.unplaced) + ' more are counted but not placed';
   return s + '.';
 }
 
