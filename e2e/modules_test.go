@@ -114,10 +114,13 @@ func TestModuleWindowModel(t *testing.T) {
   const listed = [];
   for (let i = 0; i < 1000; i++) listed.push({ id: 'l' + i, ms: T - 50000 + i });
   m.snapshot(snap(listed, 20000, T, true));
-  for (let i = 0; i < 600; i++) m.decision(dec('s' + i, T + 1 + i * 5, { count: 20001 + i }));
-  const t = T + 3000;
+  // The ones seen all arrived in the first 10 ms of the bin [T+2880, T+3000),
+  // and now is 11 ms into it: all of them are in the window.
+  for (let i = 0; i < 600; i++) m.decision(dec('s' + i, T + 2881 + (i % 10), { count: 20001 + i }));
+  const t = T + 2891;
   m.expire(t);
   eq('counted', [m.exact, m.count(t), m.oldestMs], [false, 20600, T - 50000]);
+  eq('bin', [m.bin(T + 2880), m.bin(t)], [(T + 2880) / m.binMs, (T + 2880) / m.binMs]);
   const d = m.density(t);
   eq('density', [d.count, d.listed, d.seen, d.unplaced], [20600, 1000, 600, 19000]);
   eq('gap', [d.gap.lo, d.gap.hi], [T - 50000 + 999, T]);
@@ -131,7 +134,7 @@ func TestModuleWindowModel(t *testing.T) {
   eq('count from a decision', m.count(t), 25000);
   // Listed entries that slide out leave the count.
   m.expire(T - 50000 + 500 + W);
-  near('after 500 listed slid out', m.count(T - 50000 + 500 + W), 25000 - 500, 5);
+  near('after 501 listed slid out', m.count(T - 50000 + 500 + W), 25000 - 501, 5);
 `)
 }
 

@@ -25,12 +25,16 @@ export class Rate {
     this.ctx = ui.canvas.getContext('2d');
     const measure = () => {
       const dpr = window.devicePixelRatio || 1;
+      const w = Math.max(1, Math.round(ui.canvas.clientWidth * dpr));
+      const h = Math.max(1, Math.round(ui.canvas.clientHeight * dpr));
+      if (w === ui.canvas.width && h === ui.canvas.height) return;
       this.width = ui.canvas.clientWidth;
       this.height = ui.canvas.clientHeight;
-      ui.canvas.width = Math.max(1, Math.round(this.width * dpr));
-      ui.canvas.height = Math.max(1, Math.round(this.height * dpr));
+      ui.canvas.width = w; // clears it: draw again at the next frame
+      ui.canvas.height = h;
       this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
       this.dirty = true;
+      this.drawnAt = -Infinity;
     };
     measure();
     if ('ResizeObserver' in window) new ResizeObserver(measure).observe(ui.canvas);

@@ -222,10 +222,13 @@ class Plot {
 
   size(width, height) {
     const dpr = window.devicePixelRatio || 1;
+    const w = Math.max(1, Math.round(width * dpr));
+    const h = Math.max(1, Math.round(height * dpr));
     this.width = width;
     this.height = height;
-    this.canvas.width = Math.max(1, Math.round(width * dpr));
-    this.canvas.height = Math.max(1, Math.round(height * dpr));
+    if (w === this.canvas.width && h === this.canvas.height) return;
+    this.canvas.width = w;
+    this.canvas.height = h;
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     this.drawn = false; // resizing cleared it: the next frame redraws
   }
