@@ -187,8 +187,12 @@ const layoutProblemsJS = `(() => {
   }
   for (const id of ['count', 'clock', 'rate', 'viewers', 'status']) {
     const el = document.querySelector('[data-testid="' + id + '"]');
+    if (!el) {
+      out.push('no element with testid ' + id);
+      continue;
+    }
     const card = el.closest('.card, .topbar');
-    if (el && card && (r(el).right > box(card).right + 0.5 || r(el).left < box(card).left - 0.5)) {
+    if (card && (r(el).right > box(card).right + 0.5 || r(el).left < box(card).left - 0.5)) {
       out.push(id + ' "' + el.textContent.trim() + '" runs past its card (' + Math.round(r(el).right) + ' > ' + Math.round(box(card).right) + ')');
     }
   }
@@ -207,7 +211,7 @@ func TestBusyWindow(t *testing.T) {
 		seeded    = 24_000
 		rate      = 1_250
 		measured  = 10 * time.Second
-		attempts  = 3
+		attempts  = 5
 		minFPS    = 30
 		maxTaskMs = 200
 		maxDOM    = 3000
@@ -234,6 +238,8 @@ func TestBusyWindow(t *testing.T) {
 	control.run("open a blank page", chromedp.Navigate("about:blank"))
 
 	stop := make(chan struct{})
+	stopLoad := sync.OnceFunc(func() { close(stop) })
+	t.Cleanup(stopLoad) // also when the test ends early
 	done := make(chan *loadStats, 1)
 	st := &loadStats{}
 	go func() { done <- e.load(t, rate, stop, st) }()
@@ -241,21 +247,23 @@ func TestBusyWindow(t *testing.T) {
 	time.Sleep(time.Second) // let the load reach its pace
 
 	// On a machine that other work keeps busy, any page can be preempted for
-	// a few hundred ms; up to three 10 s windows are measured, and the page
-	// must meet every bound in one of them (a page that cannot, as before
-	// issue 10 — no frame for 15–60 s — fails all three).
-	var res probeResult
+	// a few hundred ms, and the load may fall short of its pace; up to five
+	// 10 s windows are measured, and the page must meet every bound in one
+	// that got its 1,000 checks/s (a page that cannot, as before issue 10 —
+	// no frame for 15–60 s — fails them all).
+	var res probeResult // the last window that got its checks
+	loaded := false
 	for attempt := 1; attempt <= attempts; attempt++ {
 		answered0 := st.allowed.Load() + st.denied.Load()
 		startProbe(control)
 		startProbe(tb)
 		at := time.Now()
 		time.Sleep(measured)
-		res = readProbe(tb)
+		r := readProbe(tb)
 		ctl := readProbe(control)
 		got := float64(st.allowed.Load()+st.denied.Load()-answered0) / time.Since(at).Seconds()
 		info = timeline(tb)
-		t.Logf("window %d: %.0f checks/s answered, data-count %d; the page: %s; a blank page meanwhile: %s", attempt, got, info.Count, res, ctl)
+		t.Logf("window %d: %.0f checks/s answered, data-count %d; the page: %s; a blank page meanwhile: %s", attempt, got, info.Count, r, ctl)
 		if info.Count < 20_000 {
 			t.Fatalf("the window holds %d entries, want ≥ 20,000: the test did not test what it says", info.Count)
 		}
@@ -263,9 +271,13 @@ func TestBusyWindow(t *testing.T) {
 			t.Logf("window %d: the load reached %.0f answered checks/s, short of 1,000: the machine is too busy to count it", attempt, got)
 			continue
 		}
+		loaded, res = true, r
 		if res.FPS >= minFPS && res.LongestTaskMs <= maxTaskMs && res.MaxDOM < maxDOM {
 			break
 		}
+	}
+	if !loaded {
+		t.Fatalf("no window got 1,000 answered checks/s: the test did not test what it says")
 	}
 	if res.FPS < minFPS {
 		t.Errorf("%.1f fps under load, want ≥ %d", res.FPS, minFPS)
@@ -310,14 +322,11 @@ func TestBusyWindow(t *testing.T) {
 	evaluate[bool](tb, `(window.scrollTo(0, 0), true)`)
 	shotOf(t, tb, chromedp.CaptureScreenshot(), 390, "busy-390.png")
 
-	close(stop)
+	stopLoad()
 	<-done
 	elapsed := time.Since(began)
 	got := float64(st.allowed.Load()+st.denied.Load()) / elapsed.Seconds()
 	t.Logf("load: %d checks in %s (%.0f/s answered): %d allowed, %d denied, %d other", st.sent.Load(), elapsed.Round(time.Millisecond), got, st.allowed.Load(), st.denied.Load(), st.other.Load())
-	if got < 1000 {
-		t.Errorf("the load reached %.0f answered checks/s, want ≥ 1,000: the test did not test what it says", got)
-	}
 	if st.allowed.Load() == 0 || st.denied.Load() == 0 || st.other.Load() > 0 {
 		t.Errorf("answers: %d allowed, %d denied, %d other (first: %v), want allowed and denied only", st.allowed.Load(), st.denied.Load(), st.other.Load(), st.firstOther.Load())
 	}
@@ -383,6 +392,8 @@ func TestFramesStopped(t *testing.T) {
 
 	// Warm up: the first decisions size the page's buffers and fill the log.
 	stop := make(chan struct{})
+	stopLoad := sync.OnceFunc(func() { close(stop) })
+	t.Cleanup(stopLoad) // also when the test ends early
 	done := make(chan *loadStats, 1)
 	go func() { done <- e.load(t, 800, stop, &loadStats{}) }()
 	time.Sleep(2 * time.Second)
@@ -405,7 +416,7 @@ func TestFramesStopped(t *testing.T) {
 	startProbe(tb)
 	time.Sleep(2 * time.Second)
 	res := readProbe(tb)
-	close(stop)
+	stopLoad()
 	st := <-done
 	t.Logf("after frames resumed: %s; load: %d allowed, %d denied", res, st.allowed.Load(), st.denied.Load())
 	if res.Frames < 10 {
