@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"
@@ -22,10 +23,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const busyPolicy = "busy"
+const (
+	busyPolicy = "busy"
+	busyLimit  = 100_000 // the largest limit a log policy may have
+)
 
-// busyArgs defines the busy policy: the largest limit a log policy may have.
-var busyArgs = []string{"--policy", busyPolicy + "=100000/1m"}
+// busyArgs defines the busy policy.
+var busyArgs = []string{"--policy", fmt.Sprintf("%s=%d/1m", busyPolicy, busyLimit)}
 
 func (e *env) busyURL() string {
 	return e.app.URL + "/?key=" + url.QueryEscape(e.key) + "&policy=" + busyPolicy
@@ -68,8 +72,11 @@ type loadStats struct {
 
 // load sends rate checks a second on the busy window until stop is closed:
 // two of every three cost 1 (allowed: the window has room), the third costs
-// more than the room left (denied). It counts the answers in st as they
-// come and returns st when every check has been answered.
+// a little more than the room left (denied). Only a little: a denial's
+// retry time reads the k-th oldest entry, k = count + cost − limit, and a
+// large k would make each denial walk tens of thousands of entries in Redis
+// and slow the whole run down as the window fills. It counts the answers in
+// st as they come and returns st when every check has been answered.
 func (e *env) load(t *testing.T, rate int, stop <-chan struct{}, st *loadStats) *loadStats {
 	t.Helper()
 	client := &http.Client{
@@ -80,6 +87,8 @@ func (e *env) load(t *testing.T, rate int, stop <-chan struct{}, st *loadStats) 
 	interval := time.Second / time.Duration(rate)
 	start := time.Now()
 	var next atomic.Int64
+	var remaining atomic.Int64 // the room left, as the last answer said
+	remaining.Store(busyLimit)
 	var wg sync.WaitGroup
 	for range 48 {
 		wg.Go(func() {
@@ -91,9 +100,10 @@ func (e *env) load(t *testing.T, rate int, stop <-chan struct{}, st *loadStats) 
 					return
 				case <-time.After(time.Until(at)):
 				}
-				cost := 1
+				cost := int64(1)
 				if i%3 == 2 {
-					cost = 99_000
+					// Room grows as entries slide out: some slack keeps it a denial.
+					cost = min(busyLimit, remaining.Load()+500)
 				}
 				body, _ := json.Marshal(map[string]any{"key": e.key, "policy": busyPolicy, "cost": cost})
 				st.sent.Add(1)
@@ -102,6 +112,12 @@ func (e *env) load(t *testing.T, rate int, stop <-chan struct{}, st *loadStats) 
 					st.other.Add(1)
 					st.firstOther.CompareAndSwap(nil, err.Error())
 					continue
+				}
+				var answer struct {
+					Remaining *int64 `json:"remaining"`
+				}
+				if json.NewDecoder(resp.Body).Decode(&answer) == nil && answer.Remaining != nil {
+					remaining.Store(*answer.Remaining)
 				}
 				resp.Body.Close()
 				switch resp.StatusCode {
