@@ -6,7 +6,8 @@
 // free of exceptions and CSP violations.
 //
 // Run with `go test -count=1 ./e2e/`. RATESCOPE_SCREENSHOT=1 also writes
-// docs/screenshot.png (1280 px wide, the README's picture).
+// the README's pictures: docs/screenshot.png (after a boundary test, 1280 px
+// wide) and docs/busy-1280.png, docs/busy-390.png (a busy window).
 package e2e_test
 
 import (
@@ -483,14 +484,20 @@ func TestScreenshots(t *testing.T) {
 	shot(t, tb, 390, "") // checked, not kept
 }
 
-// shot takes a screenshot, checks it is a PNG of the viewport's width, and
-// writes it to docs/name when RATESCOPE_SCREENSHOT=1.
+// shot takes a screenshot of the whole page, checks it is a PNG of the
+// viewport's width, and writes it to docs/name when RATESCOPE_SCREENSHOT=1.
 func shot(t *testing.T, tb *tab, width int, name string) {
+	t.Helper()
+	shotOf(t, tb, chromedp.FullScreenshot(100), width, name)
+}
+
+// shotOf is shot with the screenshot action of the caller's choice.
+func shotOf(t *testing.T, tb *tab, take chromedp.Action[[]byte], width int, name string) {
 	t.Helper()
 	var img []byte
 	tb.do("screenshot", func(ctx context.Context) error {
 		var err error
-		img, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		img, err = chromedp.Run(ctx, take)
 		return err
 	})
 	cfg, err := png.DecodeConfig(bytes.NewReader(img))

@@ -62,12 +62,20 @@ func shortDuration(d time.Duration) string {
 	}
 }
 
-// handleStatic serves the embedded JS, CSS and icon. URLs carry ?v=<instance>,
-// so they may be cached for a day.
+// handleStatic serves the embedded JS, CSS and icon. URLs the page links carry
+// ?v=<instance>, so they may be cached for a day; modules imported by other
+// modules carry none, so browsers revalidate them (a 304 while the build's
+// ETag holds) and never mix two releases' modules.
 func handleStatic() echo.HandlerFunc {
 	files := http.StripPrefix("/static/", http.FileServer(http.FS(static.FS)))
 	return func(c echo.Context) error {
-		c.Response().Header().Set("Cache-Control", "public, max-age=86400")
+		h := c.Response().Header()
+		if c.QueryParam("v") != "" {
+			h.Set("Cache-Control", "public, max-age=86400")
+		} else {
+			h.Set("Cache-Control", "no-cache")
+			h.Set("ETag", static.ETag)
+		}
 		files.ServeHTTP(c.Response(), c.Request())
 		return nil
 	}

@@ -8,7 +8,7 @@ import (
 
 func TestSecurityHeaders(t *testing.T) {
 	app := startApp(t, nil)
-	for _, path := range []string{"/", "/?key=demo&policy=demo", "/api/v1/policies", "/api/v1/check?key=a&policy=demo", "/static/app.js"} {
+	for _, path := range []string{"/", "/?key=demo&policy=demo", "/api/v1/policies", "/api/v1/check?key=a&policy=demo", "/static/js/main.js"} {
 		method := "GET"
 		if strings.HasPrefix(path, "/api/v1/check") {
 			method = "POST"

@@ -11,8 +11,8 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import "strconv"
 
-// IndexPage is the visualizer: a full HTML document that /static/app.js
-// animates from the WebSocket stream. It carries no inline script or style, so
+// IndexPage is the visualizer: a full HTML document that the ES modules under
+// /static/js/ (entry: main.js) animate from the WebSocket stream. It carries no inline script or style, so
 // it works under a strict Content-Security-Policy; configuration travels in
 // data- attributes on <main id="app">.
 func IndexPage(p Page) templ.Component {
@@ -211,20 +211,20 @@ func layout(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "\"><script src=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "\"><script type=\"module\" src=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var11 string
-		templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("app.js")).ResolveURL(ctx)
+		templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("js/main.js")).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 46, Col: 34}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 46, Col: 52}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "\" defer></script></head><body>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "\"></script></head><body>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -420,20 +420,20 @@ func windowCard(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div></div></div><div class=\"tl-axis\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"caption\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div></div></div><div class=\"tl-axis\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var22 string
 		templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 168, Col: 92}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 177, Col: 92}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</code>: <b>score</b> = Redis <code>TIME</code> in epoch ms when it was added, <b>member</b> = a UUID v4, so same-millisecond requests never collide. The <b>cutoff</b> sits at now − window: an entry with score ≤ now − window is out and slides off to the left. <span class=\"truncated\" id=\"truncated\" hidden></span></p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</code>: <b>score</b> = Redis <code>TIME</code> in epoch ms when it was added, <b>member</b> = a UUID v4, so same-millisecond requests never collide. The <b>cutoff</b> sits at now − window: an entry with score ≤ now − window is out and slides off to the left.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -540,7 +540,7 @@ func explainCard(p Page) templ.Component {
 		var templ_7745c5c3_Var27 string
 		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 261, Col: 55}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 269, Col: 55}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
@@ -578,7 +578,7 @@ func footer(p Page) templ.Component {
 		var templ_7745c5c3_Var29 string
 		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 270, Col: 76}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 278, Col: 76}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 		if templ_7745c5c3_Err != nil {
@@ -591,7 +591,7 @@ func footer(p Page) templ.Component {
 		var templ_7745c5c3_Var30 string
 		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 274, Col: 41}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 282, Col: 41}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
 		if templ_7745c5c3_Err != nil {

@@ -58,7 +58,7 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 		{"send", "button"}, {"boundary-test", "button"}, {"boundary-result", ""},
 		{"reset", "button"}, {"log", ""}, {"race-naive", "button"},
 		{"race-atomic", "button"}, {"race-result", ""}, {"key", "input"},
-		{"policy", "select"}, {"viewers", ""}, {"status", ""},
+		{"policy", "select"}, {"viewers", ""}, {"status", ""}, {"rate", ""},
 	} {
 		sel := byTestID(doc, tc.id)
 		if sel.Length() != 1 {
@@ -74,6 +74,18 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 	}
 	if _, ok := byTestID(doc, "ring").Attr("data-remaining-ms"); !ok {
 		t.Error("ring lacks data-remaining-ms")
+	}
+	if got, _ := byTestID(doc, "timeline").Attr("data-count"); got != "0" {
+		t.Errorf("timeline data-count = %q before any data, want 0", got)
+	}
+	if n := byTestID(doc, "timeline").Find("canvas").Length(); n != 1 {
+		t.Errorf("timeline holds %d canvases, want 1 for busy windows", n)
+	}
+	if n := byTestID(doc, "rate").Find("canvas").Length(); n != 1 {
+		t.Errorf("rate holds %d canvases, want 1 for the sparkline", n)
+	}
+	if got := strings.TrimSpace(byTestID(doc, "rate").Text()); got != "0/s allowed · 0/s denied" {
+		t.Errorf("rate reads %q before any data", got)
 	}
 	// Entries and log lines come from the stream only.
 	for _, id := range []string{"timeline-entry", "log-entry"} {
@@ -191,11 +203,11 @@ func TestStaticURLs(t *testing.T) {
 	if !strings.HasPrefix(html, "<!doctype html>") && !strings.HasPrefix(html, "<!DOCTYPE html>") {
 		t.Errorf("document starts %q", html[:min(len(html), 20)])
 	}
-	if src, _ := doc.Find("script").Attr("src"); src != "/static/app.js?v=abc123" {
+	if src, _ := doc.Find("script").Attr("src"); src != "/static/js/main.js?v=abc123" {
 		t.Errorf("script src = %q", src)
 	}
-	if _, ok := doc.Find("script").Attr("defer"); !ok {
-		t.Error("script is not deferred")
+	if typ, _ := doc.Find("script").Attr("type"); typ != "module" {
+		t.Errorf("script type = %q, want module (deferred, imports its parts)", typ)
 	}
 	if href, _ := doc.Find(`link[rel="stylesheet"]`).Attr("href"); href != "/static/app.css?v=abc123" {
 		t.Errorf("stylesheet href = %q", href)
@@ -215,7 +227,7 @@ func TestStaticURLsWithoutVersion(t *testing.T) {
 	p := testPage()
 	p.AssetVersion = ""
 	doc, _ := render(t, p)
-	if src, _ := doc.Find("script").Attr("src"); src != "/static/app.js" {
+	if src, _ := doc.Find("script").Attr("src"); src != "/static/js/main.js" {
 		t.Errorf("script src = %q", src)
 	}
 }

@@ -1,0 +1,113 @@
+// The "Try it" buttons: one real check, the boundary test and a reset, each a
+// real HTTP call from the browser on the watched window.
+
+import { api, problemText, windowQuery } from './api.js';
+import { toast } from './toast.js';
+import { fmtSeconds } from './format.js';
+
+// bindActions wires the buttons; win() returns the watched {key, policy,
+// limit} (limit: the smallest of the policy's rules).
+export function bindActions(ui, win) {
+  ui.send.addEventListener('click', () => onSend(ui, win()));
+  ui.boundary.addEventListener('click', () => onBoundaryTest(ui, win()));
+  ui.reset.addEventListener('click', () => onReset(ui, win()));
+}
+
+// clearActions forgets the results shown for another window.
+export function clearActions(ui) {
+  ui.boundaryResult.textContent = '';
+  ui.boundaryResult.className = '';
+  ui.sendResult.textContent = '';
+  ui.sendResult.className = '';
+}
+
+async function onSend(ui, w) {
+  const show = (text, cls) => {
+    ui.sendResult.textContent = text;
+    ui.sendResult.className = cls;
+  };
+  try {
+    const { res, data } = await api('POST', '/api/v1/check', { key: w.key, policy: w.policy });
+    if (res.status === 200 && data) {
+      show(data.failOpen
+        ? '200 allowed (fail-open: Redis unreachable)'
+        : '200 allowed · ' + data.count + ' / ' + data.limit, 'is-allowed');
+    } else if (res.status === 429) {
+      const ra = res.headers.get('Retry-After');
+      const exact = data && typeof data.retryAfterMs === 'number' ? ' (exactly ' + fmtSeconds(data.retryAfterMs) + ' s)' : '';
+      show('429 denied · Retry-After ' + ra + ' s' + exact, 'is-denied');
+    } else {
+      show(problemText(res, data), 'is-error');
+      toast('Request failed: ' + problemText(res, data));
+    }
+  } catch (e) {
+    show('network error', 'is-error');
+    toast('Request failed: ' + e.message);
+  }
+}
+
+let boundaryBusy = false;
+
+// onBoundaryTest resets the window, then sends limit checks one after
+// another and one more, each a real call, and reports what came back.
+async function onBoundaryTest(ui, w) {
+  if (boundaryBusy) return;
+  const btn = ui.boundary;
+  const out = ui.boundaryResult;
+  const limit = w.limit;
+  boundaryBusy = true;
+  btn.disabled = true;
+  out.className = '';
+  out.textContent = 'resetting…';
+  try {
+    const r = await api('DELETE', '/api/v1/window?' + windowQuery(w.key, w.policy));
+    if (!r.res.ok) {
+      out.textContent = 'reset failed: ' + problemText(r.res, r.data);
+      out.className = 'is-error';
+      toast('Reset failed: ' + problemText(r.res, r.data));
+      return;
+    }
+    let ok = 0;
+    let text = '';
+    for (let i = 1; i <= limit + 1; i++) {
+      const { res, data } = await api('POST', '/api/v1/check', { key: w.key, policy: w.policy });
+      if (res.status === 200) {
+        ok++;
+        out.textContent = ok + ' × 200…';
+        if (i === limit + 1) text = ok + ' × 200, no 429 (expected 429 at request ' + (limit + 1) + ')';
+        continue;
+      }
+      if (res.status === 429) {
+        const ra = res.headers.get('Retry-After');
+        text = i === limit + 1
+          ? limit + ' × 200, then 429 (Retry-After ' + ra + ' s)'
+          : ok + ' × 200, then 429 at request ' + i + ' (expected ' + limit + ' × 200)';
+      } else {
+        text = ok + ' × 200, then ' + problemText(res, data) + ' at request ' + i;
+      }
+      break;
+    }
+    out.textContent = text;
+    out.className = text.indexOf(limit + ' × 200, then 429 (') === 0 ? 'is-allowed' : 'is-error';
+  } catch (e) {
+    out.textContent = 'network error: ' + e.message;
+    out.className = 'is-error';
+  } finally {
+    boundaryBusy = false;
+    btn.disabled = false;
+  }
+}
+
+async function onReset(ui, w) {
+  const btn = ui.reset;
+  btn.disabled = true;
+  try {
+    const { res, data } = await api('DELETE', '/api/v1/window?' + windowQuery(w.key, w.policy));
+    if (res.ok) toast('Window reset.', 'info');
+    else toast('Reset failed: ' + problemText(res, data));
+  } catch (e) {
+    toast('Reset failed: ' + e.message);
+  } finally {
+    btn.disabled = false;
+  }
+}

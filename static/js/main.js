@@ -1,0 +1,302 @@
+// ratescope visualizer: animates the server-rendered page from the WebSocket
+// stream of one window. Everything shown comes from the server (stream
+// messages and HTTP answers); the page interpolates Redis's clock between
+// ticks and moves the entries it was told about.
+//
+// Messages only update compact state (O(1), or O(its entries) for a
+// snapshot); the page is drawn at most once per animation frame, from that
+// state, and while the tab is hidden once a second.
+
+import { MSG, dispatch, decisionOutcome, OUTCOME } from './messages.js';
+import { byTestId, byId, Writer } from './dom.js';
+import { ruleLabel } from './format.js';
+import { Clock } from './clock.js';
+import { Stream } from './stream.js';
+import { WindowModel } from './window-model.js';
+import { Timeline } from './timeline.js';
+import { Ring } from './ring.js';
+import { CountReadout, bindingRule } from './count.js';
+import { Log } from './log.js';
+import { Rate } from './rate.js';
+import { Race, raceText } from './race.js';
+import { bindActions, clearActions } from './actions.js';
+import { statusOf, renderStatus } from './status.js';
+import { toastInto } from './toast.js';
+
+const KEY_RE = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
+const HIDDEN_RENDER_MS = 1000;
+
+function init() {
+  const app = byId('app');
+  if (!app) return;
+  const state = {
+    key: app.dataset.key || 'demo',
+    policy: app.dataset.policy || 'demo',
+    policies: parsePolicies(app.dataset.policies),
+    rules: [], // [{limit, windowMs, label}] of the watched policy
+    redis: 'unknown',
+    viewers: null,
+    instance: '',
+    reported: { count: null, limit: null }, // the last count/limit pair the server sent
+    denial: null, // {retryAt, total} after a 429, in Redis ms
+  };
+  const ui = {
+    clock: byTestId('clock'),
+    status: byTestId('status'),
+    viewers: byTestId('viewers'),
+    viewersLabel: byId('viewers-label'),
+    key: byTestId('key'),
+    policy: byTestId('policy'),
+    picker: byId('picker'),
+    keyError: byId('key-error'),
+    rulesLabel: byId('rules-label'),
+    streamInstance: byId('stream-instance'),
+    streamInstanceWrap: byId('stream-instance-wrap'),
+    zsetKeys: document.querySelectorAll('#zset-key, #zset-key-2, #zset-key-3'),
+  };
+  const w = new Writer();
+  toastInto(byId('toasts'));
+  const clock = new Clock();
+  const model = new WindowModel();
+  const timeline = new Timeline({
+    timeline: byTestId('timeline'),
+    cutoff: byTestId('cutoff'),
+    plot: byId('tl-plot'),
+    strip: byId('tl-entries'),
+    canvas: byId('tl-canvas'),
+    caption: byId('tl-caption'),
+    axisStart: byId('axis-start'),
+  }, w);
+  const ring = new Ring({
+    ring: byTestId('ring'), wrap: byId('ring-wrap'), bar: byId('ring-bar'), value: byId('ring-value'), label: byId('ring-label'),
+  }, w);
+  const counter = new CountReadout({ count: byTestId('count'), verdict: byId('verdict'), rules: byId('rule-counts') }, w);
+  const log = new Log(byTestId('log'));
+  const rate = new Rate({ root: byTestId('rate'), text: byId('rate-text'), canvas: byId('rate-spark') }, w);
+  const win = () => {
+    const r = bindingRule(state.rules);
+    return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0 };
+  };
+  const race = new Race({
+    naive: byTestId('race-naive'), atomic: byTestId('race-atomic'), result: byTestId('race-result'), hint: byId('race-hint'),
+  }, win);
+  const actions = {
+    send: byTestId('send'),
+    boundary: byTestId('boundary-test'),
+    boundaryResult: byTestId('boundary-result'),
+    reset: byTestId('reset'),
+    sendResult: byId('send-result'),
+  };
+  bindActions(actions, win);
+
+  // ---------- messages ----------
+
+  const forThisWindow = (m) => m.key === state.key && m.policy === state.policy;
+  const handlers = {
+    [MSG.HELLO]: (m) => {
+      stream.healthy(m.tickMs);
+      if (Array.isArray(m.rules) && m.rules.length) {
+        const known = policyByName(state.policies, state.policy);
+        const labels = known && Array.isArray(known.rules) ? known.rules : [];
+        setRules(m.rules.map((r) => {
+          const same = labels.find((l) => l.limit === r.limit && l.windowMs === r.windowMs);
+          return { limit: r.limit, windowMs: r.windowMs, label: same ? same.label : '' };
+        }));
+      }
+      if (m.instance) state.instance = String(m.instance);
+    },
+    [MSG.STATUS]: (m) => {
+      state.redis = m.redis === 'down' ? 'down' : 'up';
+    },
+    [MSG.TICK]: (m) => clock.sync(m.nowMs),
+    [MSG.SNAPSHOT]: (m) => {
+      if (!forThisWindow(m)) return;
+      model.snapshot(m);
+      state.reported = { count: num(m.count), limit: num(m.limit) };
+    },
+    [MSG.DECISION]: (m) => {
+      if (!forThisWindow(m)) return;
+      model.decision(m);
+      log.decision(m);
+      rate.decision(m);
+      state.reported = { count: num(m.count), limit: num(m.limit) };
+      // The window is blocked when a denial says even one more request has
+      // no room: a costly request denied beside cheap ones that pass is not.
+      const o = decisionOutcome(m);
+      const full = !(typeof m.count === 'number' && typeof m.limit === 'number' && m.count < m.limit);
+      if ((o === OUTCOME.DENIED && full) || o === OUTCOME.CACHED) {
+        const retry = Math.max(0, Number(m.retryAfterMs) || 0);
+        state.denial = { retryAt: m.nowMs + retry, total: retry };
+      } else if (o === OUTCOME.ALLOWED) {
+        state.denial = null;
+      }
+    },
+    [MSG.RESET]: (m) => {
+      if (!forThisWindow(m)) return;
+      model.reset(m.nowMs);
+      state.denial = null;
+      state.reported = { count: 0, limit: state.reported.limit };
+      log.note(m.nowMs, 'window reset');
+    },
+    [MSG.RACE]: (m) => {
+      if (!forThisWindow(m)) return;
+      state.denial = null;
+      race.show(m);
+      log.note(clock.now(), 'race ' + raceText(m));
+    },
+    [MSG.VIEWERS]: (m) => {
+      state.viewers = Number(m.count) || 0;
+    },
+  };
+  const stream = new Stream((m) => {
+    if (!clock.known() && typeof m.nowMs === 'number') clock.sync(m.nowMs);
+    dispatch(handlers, m);
+  }, () => {
+    if (stream.connected) {
+      state.redis = 'unknown';
+      model.reconnected();
+      clock.lagReset();
+    }
+  });
+
+  // ---------- which window ----------
+
+  function setRules(rules) {
+    state.rules = rules
+      .filter((r) => r && r.limit > 0 && r.windowMs > 0)
+      .map((r) => ({ limit: r.limit, windowMs: r.windowMs, label: r.label || ruleLabel(r) }));
+    model.setRules(state.rules);
+  }
+
+  function applyPolicy() {
+    const pol = policyByName(state.policies, state.policy);
+    setRules(pol && Array.isArray(pol.rules) ? pol.rules : []);
+    for (const el of ui.zsetKeys) el.textContent = 'rate_limit:{' + state.key + '}:' + state.policy;
+  }
+
+  function streamURL() {
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    return proto + '//' + location.host + '/ws?key=' + encodeURIComponent(state.key) +
+      '&policy=' + encodeURIComponent(state.policy);
+  }
+
+  function showKeyError(msg) {
+    ui.keyError.textContent = msg;
+    ui.keyError.hidden = msg === '';
+    if (msg) ui.key.setAttribute('aria-invalid', 'true');
+    else ui.key.removeAttribute('aria-invalid');
+  }
+
+  function switchWindow() {
+    const key = ui.key.value.trim();
+    const policy = ui.policy.value;
+    if (!KEY_RE.test(key)) {
+      showKeyError(key === '' ? 'Enter a key.' : 'A key is 1–128 characters of A–Z a–z 0–9 . _ : @ / + = -');
+      return;
+    }
+    showKeyError('');
+    ui.key.value = key;
+    if (key === state.key && policy === state.policy) return;
+    state.key = key;
+    state.policy = policy;
+    history.replaceState(null, '', location.pathname + '?key=' + encodeURIComponent(key) + '&policy=' + encodeURIComponent(policy));
+    state.reported = { count: null, limit: null };
+    state.denial = null;
+    state.viewers = 0;
+    model.clear();
+    timeline.clear();
+    log.clear();
+    rate.clear();
+    race.clear();
+    clearActions(actions);
+    applyPolicy();
+    race.availability();
+    stream.open(streamURL());
+  }
+
+  ui.picker.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    switchWindow();
+  });
+  ui.key.addEventListener('change', switchWindow); // fires on Enter and on blur
+  ui.key.addEventListener('input', () => {
+    if (KEY_RE.test(ui.key.value.trim())) showKeyError('');
+  });
+  ui.policy.addEventListener('change', switchWindow);
+
+  // ---------- drawing ----------
+
+  function render() {
+    renderStatus(ui.status, w, statusOf(stream.connected, state.redis, clock.behindMs()));
+    if (state.viewers !== null) {
+      w.text(ui.viewers, String(state.viewers));
+      w.text(ui.viewersLabel, state.viewers === 1 ? 'tab watching' : 'tabs watching');
+    }
+    w.text(ui.rulesLabel, state.rules.map((r) => r.label).join(', '));
+    if (state.instance) {
+      w.text(ui.streamInstance, state.instance);
+      ui.streamInstanceWrap.hidden = false;
+    }
+    race.render();
+    const t = clock.now();
+    if (t === null) return;
+    w.text(ui.clock, String(Math.floor(t)));
+    model.expire(t);
+    timeline.render(model, t);
+    const blocked = state.denial !== null && state.denial.retryAt > t;
+    counter.render(t, model, state.rules, state.reported, blocked);
+    ring.render(t, model.oldestMs, model.windowMs, state.denial);
+    log.render(Math.max(state.reported.limit || 0, ...state.rules.map((r) => r.limit)));
+    rate.render(t);
+  }
+
+  let raf = 0;
+  let hiddenTimer = 0;
+  function frame() {
+    raf = 0;
+    render();
+    if (!document.hidden) raf = requestAnimationFrame(frame);
+  }
+  // schedule draws every frame while visible; while hidden, nothing is seen,
+  // so once a second keeps the page current at almost no cost.
+  function schedule() {
+    if (document.hidden) {
+      if (raf) cancelAnimationFrame(raf);
+      raf = 0;
+      if (!hiddenTimer) hiddenTimer = setInterval(render, HIDDEN_RENDER_MS);
+      return;
+    }
+    if (hiddenTimer) {
+      clearInterval(hiddenTimer);
+      hiddenTimer = 0;
+    }
+    if (!raf) raf = requestAnimationFrame(frame);
+  }
+
+  applyPolicy();
+  race.availability();
+  document.addEventListener('visibilitychange', schedule);
+  window.addEventListener('online', () => stream.retry());
+  stream.open(streamURL());
+  schedule();
+}
+
+function parsePolicies(raw) {
+  try {
+    const v = JSON.parse(raw || '[]');
+    return Array.isArray(v) ? v : [];
+  } catch (e) {
+    return [];
+  }
+}
+
+function policyByName(policies, name) {
+  return policies.find((p) => p.name === name) || null;
+}
+
+function num(v) {
+  return typeof v === 'number' ? v : null;
+}
+
+if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+else init();

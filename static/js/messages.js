@@ -1,0 +1,59 @@
+// The stream's messages (SPEC §4). Every message type the page reads is named
+// here once; other modules use these constants, never the strings.
+
+export const MSG = Object.freeze({
+  HELLO: 'hello',
+  STATUS: 'status',
+  TICK: 'tick',
+  SNAPSHOT: 'snapshot',
+  DECISION: 'decision',
+  RESET: 'reset',
+  RACE: 'race',
+  VIEWERS: 'viewers',
+});
+
+// decodeFrame returns the messages one text frame carries, in order: a frame
+// is one message object or, batched, a JSON array of them. Anything that is
+// not a message (bad JSON, a number, an object without a type) is skipped.
+export function decodeFrame(text) {
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    return [];
+  }
+  if (Array.isArray(v)) return v.filter(isMessage);
+  return isMessage(v) ? [v] : [];
+}
+
+function isMessage(m) {
+  return m !== null && typeof m === 'object' && !Array.isArray(m) && typeof m.type === 'string';
+}
+
+// dispatch calls handlers[m.type](m) for a known type; unknown types are
+// ignored, so a newer server can add messages without breaking the page.
+export function dispatch(handlers, m) {
+  const h = Object.prototype.hasOwnProperty.call(handlers, m.type) ? handlers[m.type] : null;
+  if (h) h(m);
+}
+
+// Outcomes of a decision message, from its optional flags (issue 14): a
+// shadow policy answers allow but may say it would have denied; a denial
+// may come from an instance's local deny cache.
+export const OUTCOME = Object.freeze({
+  ALLOWED: 'allowed',
+  DENIED: 'denied',
+  CACHED: 'cached', // denied by the local deny cache, no Redis round trip
+  WOULD_DENY: 'would-deny', // shadow policy: allowed, but enforced it would be a 429
+});
+
+export function decisionOutcome(m) {
+  if (m.allowed) return m.shadow && m.wouldDeny ? OUTCOME.WOULD_DENY : OUTCOME.ALLOWED;
+  return m.cached ? OUTCOME.CACHED : OUTCOME.DENIED;
+}
+
+// recordsEntry reports whether a decision added an entry to the window's log:
+// allowed ones do; denials and shadow would-denies are not recorded (SPEC §9).
+export function recordsEntry(m) {
+  return decisionOutcome(m) === OUTCOME.ALLOWED && typeof m.id === 'string' && typeof m.nowMs === 'number';
+}

@@ -1,0 +1,339 @@
+// The timeline: the window's entries placed by score over 1.2 windows, the
+// cutoff at now − window. Up to DOM_MAX entries each is an element
+// (`timeline-entry`) in one strip that moves with one transform; beyond, one
+// canvas draws them as dots while every entry is known, or as a density band.
+
+import { SPAN } from './window-model.js';
+import { fmtInt, fmtDuration, fmtClock } from './format.js';
+
+export const DOM_MAX = 200;
+const GHOST_MS = 650; // how long an entry that left fades (a copy without the testid)
+const GHOSTS_MAX = 256;
+const CAPTION_EVERY_MS = 500; // a caption that changed every frame could not be read
+const MIN_COLUMN_PX = 2; // bins narrower than this are drawn together
+const REDRAW_MS = 33; // new data alone redraws the canvas at most this often
+
+// laneY is the vertical place of a lane, as a fraction of the plot's height.
+function laneY(lane) {
+  return 0.14 + 0.12 * lane;
+}
+
+export class Timeline {
+  constructor(ui, writer) {
+    this.ui = ui; // {timeline, cutoff, plot, strip, canvas, caption, axisStart}
+    this.w = writer;
+    this.strip = new Strip(ui.strip);
+    this.plot = new Plot(ui.canvas);
+    this.mode = ''; // 'dom', 'dots' or 'band'
+    this.width = 0;
+    this.height = 0;
+    this.captionAt = -Infinity;
+    this.captionMode = '';
+    this.windowMs = 0;
+    const measure = () => {
+      this.width = ui.plot.clientWidth;
+      this.height = ui.plot.clientHeight;
+      this.plot.size(this.width, this.height);
+    };
+    measure();
+    if ('ResizeObserver' in window) new ResizeObserver(measure).observe(ui.plot);
+    else window.addEventListener('resize', measure);
+  }
+
+  // clear empties the drawing (another window is watched).
+  clear() {
+    this.strip.clear();
+    this.plot.clear();
+    this.mode = '';
+    this.captionAt = -Infinity;
+    this.w.attr(this.ui.timeline, 'data-count', '0');
+    this.w.text(this.ui.caption, '');
+  }
+
+  render(model, t) {
+    const W = model.windowMs;
+    if (!(W > 0)) return;
+    if (W !== this.windowMs) {
+      this.windowMs = W;
+      this.w.text(this.ui.axisStart, '−' + fmtDuration(SPAN * W));
+      this.strip.clear();
+    }
+    const count = model.count(t);
+    const inWindow = model.exact ? model.entries.size : count;
+    let mode = 'band';
+    if (!model.known || (model.exact && inWindow <= DOM_MAX)) mode = 'dom';
+    else if (model.exact) mode = 'dots';
+    if (mode !== this.mode) {
+      if (this.mode === 'dom') this.strip.clear();
+      if (mode === 'dom') this.plot.clear();
+      this.ui.timeline.dataset.mode = mode;
+      this.mode = mode;
+      this.captionAt = -Infinity;
+    }
+    this.w.attr(this.ui.timeline, 'data-count', String(count === null ? 0 : count));
+    this.w.attr(this.ui.cutoff, 'data-ms', String(Math.floor(t - W)));
+
+    const geo = { t: t, span: SPAN * W, cutoff: t - W, width: this.width, height: this.height };
+    let d = null;
+    if (mode === 'dom') this.strip.render(model, geo);
+    else if (this.plot.due(model, geo)) {
+      if (mode === 'dots') this.plot.dots(model, geo);
+      else {
+        d = model.density(t);
+        this.plot.band(model, geo, d);
+      }
+    }
+    const p = performance.now();
+    if (p - this.captionAt >= CAPTION_EVERY_MS) {
+      this.captionAt = p;
+      if (mode === 'band' && !d) d = model.density(t);
+      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d) : '');
+    }
+  }
+}
+
+// caption says exactly what the timeline draws.
+function caption(mode, model, count, d) {
+  const n = count === null ? 0 : count;
+  const entries = (k) => fmtInt(k) + (Math.round(k) === 1 ? ' entry' : ' entries');
+  if (mode === 'dom') {
+    return n === 0 ? 'The window is empty.' : entries(n) + ' in the window, each drawn as a dot at its score.';
+  }
+  if (mode === 'dots') return entries(n) + ' in the window, each drawn as a dot at its score, on one canvas.';
+  let s = entries(n) + ' in the window, too many for dots: the band\'s thickness is the count per ' +
+    fmtDuration(model.binMs) + '. Drawn: ';
+  const parts = [];
+  if (d.listed > 0) parts.push('the oldest ' + fmtInt(d.listed) + ', as Redis listed them');
+  if (d.seen > 0) parts.push(fmtInt(d.seen) + ' recorded while this tab watched');
+  if (d.unplaced > 0 && d.gap) {
+    parts.push(fmtInt(d.unplaced) + ' that no message placed, spread evenly from ' +
+      fmtClock(d.gap.lo) + ' to ' + fmtClock(d.gap.hi) + ' (hatched)');
+  }
+  if (parts.length === 0) s += 'none placed yet';
+  else if (parts.length === 1) s += parts[0];
+  else s += parts.slice(0, -1).join(', ') + ' and ' + parts[parts.length - 1];
+  if (d.unplaced > 0 && !d.gap) s += '; ' + fmtInt(d.unplaced) + ' more are counted but not placed';
+  return s + '.';
+}
+
+// Strip holds one element per entry. Each sits at a fixed left offset from
+// the strip's origin; only the strip moves, with one transform a frame, so
+// the entries share one layer however many there are.
+class Strip {
+  constructor(el) {
+    this.el = el;
+    this.els = new Map(); // id -> element with the testid
+    this.ghosts = []; // {el, until}: entries fading out, without the testid
+    this.origin = 0; // Redis ms at left offset 0
+    this.pxPerMs = 0;
+  }
+
+  clear() {
+    this.el.replaceChildren();
+    this.els.clear();
+    this.ghosts = [];
+    this.pxPerMs = 0;
+  }
+
+  render(model, g) {
+    const pxPerMs = g.width / g.span;
+    if (pxPerMs !== this.pxPerMs || Math.abs(g.t - this.origin) > g.span) this.rebase(g.t, pxPerMs);
+    for (const [id, el] of this.els) {
+      if (!model.entries.has(id)) this.retire(id, el, Number(el.dataset.ms) <= g.cutoff ? 'is-leaving' : 'is-dropped');
+    }
+    for (const [id, e] of model.entries) {
+      if (!this.els.has(id)) this.add(id, e);
+    }
+    const p = performance.now();
+    let keep = 0;
+    for (const gh of this.ghosts) {
+      if (p >= gh.until) gh.el.remove();
+      else this.ghosts[keep++] = gh;
+    }
+    this.ghosts.length = keep;
+    const x = (this.origin - (g.t - g.span)) * this.pxPerMs;
+    this.el.style.transform = 'translateX(' + x.toFixed(1) + 'px)';
+  }
+
+  rebase(t, pxPerMs) {
+    this.origin = t;
+    this.pxPerMs = pxPerMs;
+    for (const el of this.els.values()) this.place(el);
+    for (const gh of this.ghosts) this.place(gh.el);
+  }
+
+  place(el) {
+    el.style.left = ((Number(el.dataset.ms) - this.origin) * this.pxPerMs).toFixed(1) + 'px';
+  }
+
+  add(id, e) {
+    const el = document.createElement('span');
+    el.className = 'tl-entry lane-' + e.lane;
+    el.dataset.testid = 'timeline-entry';
+    el.dataset.id = id;
+    el.dataset.ms = String(e.ms);
+    el.title = 'member ' + id + '\nscore ' + e.ms;
+    this.place(el);
+    this.el.appendChild(el);
+    this.els.set(id, el);
+  }
+
+  // retire takes an entry out at once; what stays on screen for a moment is
+  // the same element without its testid, fading.
+  retire(id, el, cls) {
+    this.els.delete(id);
+    el.removeAttribute('data-testid');
+    el.removeAttribute('data-id');
+    el.classList.add(cls);
+    this.ghosts.push({ el: el, until: performance.now() + GHOST_MS });
+    if (this.ghosts.length > GHOSTS_MAX) this.ghosts.shift().el.remove();
+  }
+}
+
+// Plot draws on one canvas, scaled for the screen's pixel ratio.
+class Plot {
+  constructor(canvas) {
+    this.canvas = canvas;
+    this.ctx = canvas.getContext('2d');
+    this.width = 0;
+    this.height = 0;
+    this.scale = 1; // entries per bin at full thickness, eased so the band does not jump
+    this.hatch = null;
+    this.drawn = false;
+    this.drawnPx = NaN; // where the last drawing had the span start, in device pixels
+    this.drawnVersion = -1;
+    this.drawnAt = -Infinity;
+  }
+
+  // due reports whether a redraw would change what is on screen: the plot
+  // moved by a device pixel, or new data arrived (at most every REDRAW_MS).
+  // A 1-minute window moves about 10 px a second, so most frames need none.
+  due(model, g) {
+    const dpr = window.devicePixelRatio || 1;
+    const px = Math.floor((g.t - g.span) / g.span * g.width * dpr);
+    const p = performance.now();
+    const data = model.version !== this.drawnVersion && p - this.drawnAt >= REDRAW_MS;
+    if (px === this.drawnPx && !data && this.drawn) return false;
+    this.drawnPx = px;
+    this.drawnVersion = model.version;
+    this.drawnAt = p;
+    return true;
+  }
+
+  size(width, height) {
+    const dpr = window.devicePixelRatio || 1;
+    const w = Math.max(1, Math.round(width * dpr));
+    const h = Math.max(1, Math.round(height * dpr));
+    this.width = width;
+    this.height = height;
+    if (w === this.canvas.width && h === this.canvas.height) return;
+    this.canvas.width = w;
+    this.canvas.height = h;
+    this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    this.drawn = false; // resizing cleared it: the next frame redraws
+  }
+
+  clear() {
+    if (!this.drawn) return;
+    this.ctx.clearRect(0, 0, this.width, this.height);
+    this.drawn = false;
+  }
+
+  x(ms, g) {
+    return (ms - (g.t - g.span)) / g.span * g.width;
+  }
+
+  dots(model, g) {
+    const c = this.ctx;
+    this.clear();
+    this.drawn = true;
+    const r = model.entries.size > 600 ? 3.5 : 5;
+    c.beginPath();
+    for (const e of model.entries.values()) {
+      const x = this.x(e.ms, g);
+      const y = laneY(e.lane) * g.height;
+      c.moveTo(x + r, y);
+      c.arc(x, y, r, 0, 2 * Math.PI);
+    }
+    c.fillStyle = '#16a34a';
+    c.fill();
+    c.lineWidth = 1.5;
+    c.strokeStyle = '#ffffff';
+    c.stroke();
+  }
+
+  // band draws each bin as a column centred on the plot's middle, as thick
+  // as the entries it holds: solid for placed entries (grey once they left
+  // the window), hatched for the ones only counted.
+  band(model, g, d) {
+    const c = this.ctx;
+    this.clear();
+    this.drawn = true;
+    const binPx = model.binMs / g.span * g.width;
+    const group = Math.max(1, Math.ceil(MIN_COLUMN_PX / binPx)); // bins per column
+    const colMs = group * model.binMs;
+    const first = Math.floor((g.t - g.span) / colMs);
+    const last = Math.floor(g.t / colMs);
+    const cols = [];
+    let max = 0;
+    for (let j = first; j <= last; j++) {
+      let placed = 0;
+      let est = 0;
+      for (let k = j * group; k < (j + 1) * group; k++) {
+        placed += model.knownAt(k);
+        est += model.estimateAt(k, d);
+      }
+      cols.push(placed, est);
+      if (placed + est > max) max = placed + est;
+    }
+    // Ease the scale towards the tallest column: up at once, down slowly.
+    if (max > this.scale) this.scale = max;
+    else this.scale = Math.max(1, this.scale + (max - this.scale) * 0.05);
+
+    const mid = g.height / 2;
+    const half = g.height * 0.42;
+    const colPx = colMs / g.span * g.width;
+    const cutX = this.x(g.cutoff, g);
+    c.fillStyle = '#e5e9f2';
+    c.fillRect(0, mid - 0.5, g.width, 1);
+    for (let i = 0, j = first; j <= last; i += 2, j++) {
+      const placed = cols[i];
+      const est = cols[i + 1];
+      if (placed + est <= 0) continue;
+      const x = this.x(j * colMs, g);
+      const w = Math.max(1, colPx - (colPx > 3 ? 0.5 : 0));
+      const hAll = Math.max(1, (placed + est) / this.scale * half);
+      if (est > 0) {
+        c.fillStyle = this.hatchPattern();
+        c.fillRect(x, mid - hAll, w, 2 * hAll);
+      }
+      if (placed > 0) {
+        const h = Math.max(1, placed / this.scale * half);
+        c.fillStyle = x + w <= cutX ? '#b4bccb' : '#16a34a';
+        c.fillRect(x, mid - h, w, 2 * h);
+      }
+    }
+  }
+
+  hatchPattern() {
+    if (this.hatch) return this.hatch;
+    const p = document.createElement('canvas');
+    p.width = 6;
+    p.height = 6;
+    const c = p.getContext('2d');
+    c.fillStyle = 'rgba(22, 163, 74, 0.16)';
+    c.fillRect(0, 0, 6, 6);
+    c.strokeStyle = 'rgba(22, 163, 74, 0.55)';
+    c.lineWidth = 1.2;
+    c.beginPath();
+    c.moveTo(0, 6);
+    c.lineTo(6, 0);
+    c.moveTo(-1, 1);
+    c.lineTo(1, -1);
+    c.moveTo(5, 7);
+    c.lineTo(7, 5);
+    c.stroke();
+    this.hatch = this.ctx.createPattern(p, 'repeat');
+    return this.hatch;
+  }
+}
