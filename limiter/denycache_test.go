@@ -208,39 +208,54 @@ func TestDenyCacheExpiryGoesToRedis(t *testing.T) {
 // retry Redis gives that cost, and asks Redis for any other cost.
 func TestDenyCacheCost(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
-	lim, ref := cachedLimiter(t, c), direct(c)
-	p := mustPolicy(t, "costs=5/1m")
-	key := uniqueKey(t)
-	if d := allow(t, lim, key, p, 3); !d.Allowed {
-		t.Fatalf("cost 3 on an empty window: %+v", d)
-	}
-	for i := range 3 {
-		if d := allow(t, lim, key, p, 3); d.Allowed || d.Cached {
-			t.Fatalf("#%d: cost 3 with 2 left: want Redis's denial, got %+v", i, d)
-		}
-	}
-	if st := lim.DenyCacheStats(); st.Entries != 0 {
-		t.Fatalf("a cost-3 denial with room for 1 was cached: %+v", st)
-	}
-	allow(t, lim, key, p, 1)
-	allow(t, lim, key, p, 1)
-	if d := allow(t, lim, key, p, 3); d.Allowed || d.Cached {
-		t.Fatalf("cost 3 on a full window: want Redis's denial, got %+v", d)
-	}
-	for _, cost := range []int{3, 1} {
-		r := allow(t, ref, key, p, cost)
-		d := allow(t, lim, key, p, cost)
-		if !d.Cached || d.Allowed || d.Cost != cost || d.RetryAfterMs > r.RetryAfterMs || r.RetryAfterMs-d.RetryAfterMs > 1000 ||
-			d.NowMs+d.RetryAfterMs != r.NowMs+r.RetryAfterMs {
-			t.Errorf("cost %d: cached %+v, Redis %+v: want the same deadline from the cache", cost, d, r)
-		}
-	}
-	if d := allow(t, lim, key, p, 2); d.Cached || d.Allowed {
-		t.Errorf("cost 2, whose retry the cache does not know: want Redis's denial, got %+v", d)
-	}
-	r := allow(t, ref, key, p, 2)
-	if d := allow(t, lim, key, p, 2); !d.Cached || d.NowMs+d.RetryAfterMs != r.NowMs+r.RetryAfterMs {
-		t.Errorf("cost 2 after Redis denied it: want it cached with Redis's deadline, got %+v (Redis %+v)", d, r)
+	ref := direct(c)
+	for _, alg := range limiter.Algorithms {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			lim := cachedLimiter(t, c)
+			p := mustPolicy(t, "costs=5/1m@"+alg)
+			key := uniqueKey(t)
+			if alg == limiter.Fixed || alg == limiter.Counter {
+				awayFromBoundary(t, c, 60_000, 10*time.Second) // all in one aligned minute
+			}
+			// 3 used, in two steps: the log's oldest entry and its third
+			// differ, and so do its retries for cost 1 and cost 3.
+			if d := allow(t, lim, key, p, 1); !d.Allowed {
+				t.Fatalf("cost 1 on an empty window: %+v", d)
+			}
+			time.Sleep(5 * time.Millisecond)
+			if d := allow(t, lim, key, p, 2); !d.Allowed {
+				t.Fatalf("cost 2 with 4 left: %+v", d)
+			}
+			for i := range 3 {
+				if d := allow(t, lim, key, p, 3); d.Allowed || d.Cached {
+					t.Fatalf("#%d: cost 3 with 2 left: want Redis's denial, got %+v", i, d)
+				}
+			}
+			if st := lim.DenyCacheStats(); st.Entries != 0 {
+				t.Fatalf("a cost-3 denial with room for 1 was cached: %+v", st)
+			}
+			allow(t, lim, key, p, 1)
+			allow(t, lim, key, p, 1)
+			if d := allow(t, lim, key, p, 3); d.Allowed || d.Cached {
+				t.Fatalf("cost 3 on a full window: want Redis's denial, got %+v", d)
+			}
+			for _, cost := range []int{3, 1} {
+				r := allow(t, ref, key, p, cost)
+				d := allow(t, lim, key, p, cost)
+				if !d.Cached || d.Allowed || d.Cost != cost || d.RetryAfterMs > r.RetryAfterMs || r.RetryAfterMs-d.RetryAfterMs > 1000 ||
+					d.NowMs+d.RetryAfterMs != r.NowMs+r.RetryAfterMs {
+					t.Errorf("cost %d: cached %+v, Redis %+v: want the same deadline from the cache", cost, d, r)
+				}
+			}
+			if d := allow(t, lim, key, p, 2); d.Cached || d.Allowed {
+				t.Errorf("cost 2, whose retry the cache does not know: want Redis's denial, got %+v", d)
+			}
+			r := allow(t, ref, key, p, 2)
+			if d := allow(t, lim, key, p, 2); !d.Cached || d.NowMs+d.RetryAfterMs != r.NowMs+r.RetryAfterMs {
+				t.Errorf("cost 2 after Redis denied it: want it cached with Redis's deadline, got %+v (Redis %+v)", d, r)
+			}
+		})
 	}
 }
 
