@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,5 +173,74 @@ func TestDenyCachePolicyChanged(t *testing.T) {
 	}
 	if d := allow(t, lim, key, before, 1); d.Cached {
 		t.Errorf("answered from a forgotten entry: %+v", d)
+	}
+}
+
+// TestDenyCacheConcurrent runs checks, resets from this and another
+// instance, Forget and stats at once (for the race detector): a cached answer
+// is always a denial, and between two resets no more are allowed than the
+// limit.
+func TestDenyCacheConcurrent(t *testing.T) {
+	url := redistest.URL(t)
+	a, b := cachedLimiter(t, newClient(t, url)), cachedLimiter(t, newClient(t, url))
+	p := mustPolicy(t, "conc=3/1m")
+	keys := []string{uniqueKey(t), uniqueKey(t), uniqueKey(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var rw sync.RWMutex // checks hold it to read, resets to write: each reset starts a count afresh
+	var mu sync.Mutex   // guards allowed
+	allowed := make([]int, len(keys))
+	for g := range 8 {
+		wg.Go(func() {
+			lim := []*limiter.Limiter{a, b}[g%2]
+			for i := 0; ctx.Err() == nil; i++ {
+				k := i % len(keys)
+				rw.RLock()
+				d, err := lim.Allow(ctx, keys[k], p, 1+i%2)
+				if err == nil && d.Allowed {
+					mu.Lock()
+					allowed[k] += d.Cost
+					mu.Unlock()
+				}
+				rw.RUnlock()
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Error(err)
+					}
+					return
+				}
+				if d.Cached && d.Allowed {
+					t.Errorf("a cached answer allowed: %+v", d)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+			k := i % len(keys)
+			rw.Lock()
+			mu.Lock()
+			if allowed[k] > 3 {
+				t.Errorf("key %d: %d allowed between two resets, limit 3", k, allowed[k])
+			}
+			allowed[k] = 0
+			mu.Unlock()
+			err := []*limiter.Limiter{a, b}[i%2].Reset(context.Background(), keys[k], p)
+			rw.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if i%5 == 0 {
+				a.Forget(p.Name)
+			}
+			_ = b.DenyCacheStats()
+		}
+	})
+	wg.Wait()
+	if st := a.DenyCacheStats(); st.Denials == 0 {
+		t.Errorf("the cache answered nothing: %+v", st)
 	}
 }
