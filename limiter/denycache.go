@@ -86,7 +86,8 @@ type denyEntry struct {
 	prev, next *denyEntry
 }
 
-// ticket is what a miss hands to the store that follows it.
+// ticket is what a miss hands to the store that follows it: the shard and
+// its seq when the check was sent (no shard while the cache does not serve).
 type ticket struct {
 	s   *denyShard
 	seq uint64
@@ -129,12 +130,15 @@ func (c *denyCache) shardOf(k cacheKey) *denyShard {
 // cost 1 and for the cost of the denial it keeps; a request of any other
 // cost goes to Redis (whose denial then replaces the entry).
 func (c *denyCache) lookup(k cacheKey, p Policy, cost int, nowNs int64) (Decision, ticket, bool) {
+	if !c.serving.Load() {
+		return Decision{}, ticket{}, false // a ticket no store accepts
+	}
 	s := c.shardOf(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := ticket{s: s, seq: s.seq}
 	e := s.m[k]
-	if e == nil || !c.serving.Load() {
+	if e == nil {
 		return Decision{}, t, false
 	}
 	if !e.sameDefinition(p) {
@@ -169,6 +173,9 @@ func (c *denyCache) store(t ticket, k cacheKey, p Policy, d Decision, retry1 []i
 		return
 	}
 	s := t.s
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.seq != t.seq {

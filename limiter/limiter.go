@@ -180,26 +180,26 @@ func (l *Limiter) Allow(ctx context.Context, key string, p Policy, cost int) (De
 	if cost < 1 || cost > p.SmallestLimit() {
 		return Decision{}, ErrInvalidCost
 	}
-	c := l.cache
+	k := cacheKey{key: key, policy: p.Name}
 	var sent int64
 	var t ticket
-	if c != nil {
+	if c := l.cache; c != nil {
 		// Taken before the check leaves (batching may queue it): the cache's
 		// deadline counts from here, which is never after Redis ran the check.
 		sent = c.now()
-		var d Decision
-		var ok bool
-		if d, t, ok = c.lookup(cacheKey{key: key, policy: p.Name}, p, cost, sent); ok {
+		d, miss, ok := c.lookup(k, p, cost, sent)
+		if ok {
 			return d, nil
 		}
+		t = miss
 	}
 	d, retry1, err := algorithmOf(p).allow(ctx, l, key, p, cost)
 	if err != nil {
 		return Decision{}, err
 	}
 	d.Shadow = p.Shadow
-	if c != nil && !d.Allowed {
-		c.store(t, cacheKey{key: key, policy: p.Name}, p, d, retry1, sent)
+	if l.cache != nil && !d.Allowed {
+		l.cache.store(t, k, p, d, retry1, sent)
 	}
 	return d, nil
 }
