@@ -34,8 +34,10 @@ var Algorithms = []string{Log, Fixed, Counter, GCRA, Bucket}
 // stateAlgorithm (a few numbers per rule in a hash), which fixed, counter, gcra
 // and bucket share, each with its own script.
 type algorithm interface {
-	// allow decides one request of cost >= 1 for a valid key.
-	allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, error)
+	// allow decides one request of cost >= 1 for a valid key. When denied it
+	// also returns, per rule, the wait until a request of cost 1 would fit
+	// (0 where one fits now): what the local deny cache needs.
+	allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error)
 	// window describes the state without consuming anything.
 	window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error)
 }

@@ -97,8 +97,9 @@ func runChecks(b *testing.B, g, batch int, do func(first, n int64) error) {
 
 func manyKey(prefix string, i int64) string { return fmt.Sprintf("%s-%d", prefix, i%benchKeys) }
 
-// BenchmarkAllow measures Limiter.Allow: batched (the default) and one round
-// trip per check; allowed and denied checks; one hot key and 1,000 keys; 1 to
+// BenchmarkAllow measures Limiter.Allow: batched (the default), one round
+// trip per check, and batched with the local deny cache serving; allowed and
+// denied checks; one hot key and 1,000 keys; 1 to
 // 256 goroutines.
 func BenchmarkAllow(b *testing.B) {
 	c := benchClient(b)
@@ -115,12 +116,17 @@ func BenchmarkAllow(b *testing.B) {
 			}
 		}
 	}
+	// "cached" runs the deny cache (the others never start it): denials are
+	// answered locally, allowed checks pay its look-up on top of batching.
+	cached := limiter.New(c)
+	serve(b, cached)
 	modes := []struct {
 		name string
 		lim  *limiter.Limiter
 	}{
 		{"batched", limiter.New(c)},
 		{"plain", limiter.New(c, limiter.WithoutBatching())},
+		{"cached", cached},
 	}
 	for _, m := range modes {
 		for _, outcome := range []string{"allow", "deny"} {

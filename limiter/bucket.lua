@@ -13,7 +13,7 @@
 -- resetMs: until the bucket is full again.
 -- retryMs: ⌈(cost × window − units) / limit⌉, until enough has dripped in.
 
-local function assess(limit, w, stored)
+local function assess(limit, w, stored, c)
   local cap = limit * w
   local units, last = cap, now
   if stored then
@@ -36,8 +36,8 @@ local function assess(limit, w, stored)
   end
   return {
     limit = limit, w = w, cap = cap, units = units, last = last,
-    fits = units >= cost * w,
-    retry = cdiv(cost * w - units, limit),
+    fits = units >= c * w,
+    retry = cdiv(c * w - units, limit),
   }
 end
 

@@ -6,10 +6,13 @@
 -- ARGV[3]  maxEvict: the most expired entries one call removes
 -- ARGV[4…] the rules as pairs: limit, windowMs (the longest window first or not: any order)
 --
--- Returns {allowed, nowMs, then per rule: count, oldestMs, retryMs}
+-- Returns {allowed, nowMs, then per rule: count, oldestMs, retryMs, retry1Ms}
 --   count     entries inside the rule's window before this request
 --   oldestMs  oldest score inside the rule's window before this request, -1 when empty
 --   retryMs   for a violated rule, ms until enough entries slide out; else 0
+--   retry1Ms  the same for a request of cost 1: ms until the rule has room for
+--             one more, 0 when it has. The local deny cache keeps a denial
+--             only while some rule has no room even for cost 1.
 --
 -- Score = Redis's own clock (TIME), so every app instance agrees. An entry whose
 -- score is exactly now - window is already out of that window, hence the "(" bounds.
@@ -45,7 +48,7 @@ for i = 1, nrules do
   local lo = '(' .. (now - w)
   local count = redis.call('ZCOUNT', key, lo, '+inf')
   local oldest = -1
-  local retry = 0
+  local retry, retry1 = 0, 0
   if count > 0 then
     local first = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     oldest = tonumber(first[2])
@@ -56,10 +59,17 @@ for i = 1, nrules do
     local k = count + cost - limit
     local kth = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
     retry = tonumber(kth[2]) + w - now
+    if cost == 1 then
+      retry1 = retry
+    elseif count + 1 > limit then
+      local k1 = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count - limit, 1)
+      retry1 = tonumber(k1[2]) + w - now
+    end
   end
   out[#out + 1] = count
   out[#out + 1] = oldest
   out[#out + 1] = retry
+  out[#out + 1] = retry1
 end
 
 if allowed == 1 then

@@ -16,7 +16,7 @@
 -- this window as the previous window's weight falls, or else in the next one,
 -- where the current count becomes the previous.
 
-local function assess(limit, w, stored)
+local function assess(limit, w, stored, c)
   local start = idiv(now, w) * w
   local elapsed = now - start
   local prev, curr = 0, 0
@@ -30,7 +30,7 @@ local function assess(limit, w, stored)
     end
   end
   local s = {w = w, start = start, elapsed = elapsed, prev = prev, curr = curr}
-  local room = limit - curr - cost
+  local room = limit - curr - c
   s.fits = room >= 0 and prev * (w - elapsed) <= room * w
   if not s.fits then
     local at
@@ -44,10 +44,10 @@ local function assess(limit, w, stored)
     end
     if not at then
       -- In the next window previous = curr, current = 0:
-      -- curr × (w − e) <= (limit − cost) × w.
+      -- curr × (w − e) <= (limit − c) × w.
       local e = 0
       if curr > 0 then
-        e = math.max(0, w - idiv((limit - cost) * w, curr))
+        e = math.max(0, w - idiv((limit - c) * w, curr))
       end
       at = start + w + e
     end

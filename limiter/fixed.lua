@@ -8,7 +8,7 @@
 -- resetMs: until the window ends (0 when nothing is counted in it).
 -- retryMs: until the next window starts, where any cost <= limit fits.
 
-local function assess(limit, w, stored)
+local function assess(limit, w, stored, c)
   local start = idiv(now, w) * w
   local count = 0
   if stored then
@@ -19,7 +19,7 @@ local function assess(limit, w, stored)
   end
   return {
     w = w, start = start, count = count,
-    fits = count + cost <= limit,
+    fits = count + c <= limit,
     retry = start + w - now,
   }
 end

@@ -19,7 +19,7 @@
 -- resetMs: ⌈TAT − now⌉, until the burst is whole again.
 -- retryMs: ⌈TAT + c × T − window⌉ − now.
 
-local function assess(limit, w, stored)
+local function assess(limit, w, stored, c)
   local a, b = now, 0
   if stored then
     local a0, b0, l0 = string.match(stored, '^(%d+):(%d+):(%d+)$')
@@ -36,9 +36,9 @@ local function assess(limit, w, stored)
       end
     end
   end
-  -- The TAT after this request: + cost × w / limit, carried into whole ms.
-  local q = idiv(cost * w, limit)
-  local na, nb = a + q, b + (cost * w - q * limit)
+  -- The TAT after a request of cost c: + c × w / limit, carried into whole ms.
+  local q = idiv(c * w, limit)
+  local na, nb = a + q, b + (c * w - q * limit)
   if nb >= limit then
     na, nb = na + 1, nb - limit
   end

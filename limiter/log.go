@@ -25,7 +25,7 @@ var (
 // clock.
 type logAlgorithm struct{}
 
-func (logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, error) {
+func (logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error) {
 	member := uuid.NewString()
 	args := make([]any, 0, 3+2*len(p.Rules))
 	args = append(args, cost, member, MaxEvict)
@@ -34,16 +34,23 @@ func (logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy,
 	}
 	res, err := l.eval(ctx, checkScript, RedisKey(key, p.Name), args)
 	if err != nil {
-		return Decision{}, fmt.Errorf("failed to run the check script: %w", err)
+		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
 	}
-	if len(res) != 2+3*len(p.Rules) {
-		return Decision{}, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
+	if len(res) != 2+logValues*len(p.Rules) {
+		return Decision{}, nil, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
 	}
-	return decideLog(key, p, cost, member, res), nil
+	d, retry1 := decideLog(key, p, cost, member, res)
+	return d, retry1, nil
 }
 
-// decideLog turns the check script's reply into a Decision.
-func decideLog(key string, p Policy, cost int, member string, res []int64) Decision {
+// logValues is how many numbers the check script returns per rule: count,
+// oldestMs, retryMs, retry1Ms.
+const logValues = 4
+
+// decideLog turns the check script's reply into a Decision and, when denied,
+// each rule's wait until it has room for a request of cost 1 (nil when
+// allowed).
+func decideLog(key string, p Policy, cost int, member string, res []int64) (Decision, []int64) {
 	d := Decision{
 		Allowed:   res[0] == 1,
 		Key:       key,
@@ -53,11 +60,18 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) Decis
 		NowMs:     res[1],
 		Rules:     make([]RuleState, len(p.Rules)),
 	}
+	var retry1 []int64
 	if d.Allowed {
 		d.ID = member
+	} else {
+		retry1 = make([]int64, len(p.Rules))
 	}
 	for i, r := range p.Rules {
-		count, oldest, retry := int(res[2+3*i]), res[3+3*i], res[4+3*i]
+		v := res[2+logValues*i:]
+		count, oldest, retry := int(v[0]), v[1], v[2]
+		if retry1 != nil {
+			retry1[i] = v[3]
+		}
 		if d.Allowed {
 			count += cost
 			if oldest < 0 {
@@ -80,7 +94,7 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) Decis
 		d.RetryAfterMs = max(d.RetryAfterMs, retry)
 	}
 	d.Binding = binding(d)
-	return d
+	return d, retry1
 }
 
 func (logAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error) {

@@ -17,8 +17,8 @@ var stateSrc string
 func newStateScript(src string) *redis.Script { return redis.NewScript(stateSrc + "\n" + src) }
 
 // stateValues is how many numbers the state scripts return per rule: used,
-// resetMs, retryMs and three of the algorithm's own.
-const stateValues = 6
+// resetMs, retryMs, retry1Ms and three of the algorithm's own.
+const stateValues = 7
 
 // stateAlgorithm is an algorithm that keeps a few numbers per rule in one
 // hash (fixed, counter, gcra, bucket). The script decides; the Go side only
@@ -32,7 +32,9 @@ type stateAlgorithm struct {
 	describe func(s *RuleState, nowMs int64, raw [3]int64)
 }
 
-func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Policy, cost int) (bool, int64, []RuleState, error) {
+// run runs the script; with cost > 0 it decides (and returns each rule's
+// wait until a request of cost 1 fits, when denied), with cost 0 it looks.
+func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Policy, cost int) (bool, int64, []RuleState, []int64, error) {
 	args := make([]any, 0, 1+2*len(p.Rules))
 	args = append(args, cost)
 	for _, r := range p.Rules {
@@ -47,16 +49,23 @@ func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Polic
 		res, err = a.script.Run(ctx, l.rdb, []string{k}, args...).Int64Slice()
 	}
 	if err != nil {
-		return false, 0, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
+		return false, 0, nil, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
 	}
 	if len(res) != 2+stateValues*len(p.Rules) {
-		return false, 0, nil, fmt.Errorf("failed to read the %s script's reply: %d values", a.name, len(res))
+		return false, 0, nil, nil, fmt.Errorf("failed to read the %s script's reply: %d values", a.name, len(res))
 	}
 	allowed, now := res[0] == 1, res[1]
 	rules := make([]RuleState, len(p.Rules))
+	var retry1 []int64
+	if cost > 0 && !allowed {
+		retry1 = make([]int64, len(p.Rules))
+	}
 	for i, r := range p.Rules {
 		v := res[2+stateValues*i:]
 		used, reset, retry := int(v[0]), v[1], v[2]
+		if retry1 != nil {
+			retry1[i] = v[3]
+		}
 		rules[i] = RuleState{
 			Limit:     r.Limit,
 			WindowMs:  r.WindowMs(),
@@ -67,15 +76,15 @@ func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Polic
 			Violated:  cost > 0 && !allowed && retry > 0,
 			RetryMs:   retry,
 		}
-		a.describe(&rules[i], now, [3]int64{v[3], v[4], v[5]})
+		a.describe(&rules[i], now, [3]int64{v[4], v[5], v[6]})
 	}
-	return allowed, now, rules, nil
+	return allowed, now, rules, retry1, nil
 }
 
-func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, error) {
-	allowed, now, rules, err := a.run(ctx, l, key, p, cost)
+func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error) {
+	allowed, now, rules, retry1, err := a.run(ctx, l, key, p, cost)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, nil, err
 	}
 	d := Decision{Allowed: allowed, Key: key, Policy: p.Name, Algorithm: a.name, Cost: cost, NowMs: now, Rules: rules}
 	if allowed {
@@ -87,11 +96,11 @@ func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Pol
 		}
 	}
 	d.Binding = binding(d)
-	return d, nil
+	return d, retry1, nil
 }
 
 func (a stateAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error) {
-	_, now, rules, err := a.run(ctx, l, key, p, 0)
+	_, now, rules, _, err := a.run(ctx, l, key, p, 0)
 	if err != nil {
 		return Window{}, err
 	}

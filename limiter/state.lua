@@ -8,11 +8,14 @@
 -- ARGV[1]  cost (>= 1); 0 looks at the state without deciding or writing
 -- ARGV[2…] the rules as pairs: limit, windowMs
 --
--- Returns {allowed, nowMs, then per rule: used, resetMs, retryMs, s1, s2, s3}
+-- Returns {allowed, nowMs, then per rule: used, resetMs, retryMs, retry1Ms, s1, s2, s3}
 --   used      what the rule counts as used after this request (limit - what
 --             still fits), including its cost when allowed
 --   resetMs   ms until the rule has full room again (0 when it has)
 --   retryMs   for a violated rule, ms until the same request fits; else 0
+--   retry1Ms  for a violated rule, ms until a request of cost 1 fits (0 when
+--             one fits now): the local deny cache keeps a denial only while
+--             some rule has no room even for cost 1
 --   s1…s3     the algorithm's state after the request (see its file)
 --
 -- Time is Redis's own clock (TIME) in whole ms. Lua numbers are doubles, exact
@@ -48,17 +51,30 @@ local function int(x)
 end
 
 -- run applies the algorithm to every rule:
---   assess(limit, w, stored) -> s, a table with s.fits (the cost fits now)
---                               and s.retry (ms until it would, when not)
+--   assess(limit, w, stored, c) -> s, a table with s.fits (a request of cost
+--                               c fits now) and s.retry (ms until it would,
+--                               when not); run calls it with c = cost, and
+--                               again with c = 1 when cost > 1 does not fit
 --   consume(s)               -> takes the cost; returns the value to store
 --   report(s)                -> used, resetMs, s1, s2, s3
 local function run(assess, consume, report)
   local states = {}
   local allowed = 1
   for i = 1, nrules do
-    local s = assess(tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1]), redis.call('HGET', key, ARGV[2 * i + 1]))
+    local limit, w = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
+    local stored = redis.call('HGET', key, ARGV[2 * i + 1])
+    local s = assess(limit, w, stored, cost)
+    s.retry1 = 0
     if not s.fits then
       allowed = 0
+      if cost == 1 then
+        s.retry1 = s.retry
+      else
+        local one = assess(limit, w, stored, 1)
+        if not one.fits then
+          s.retry1 = one.retry
+        end
+      end
     end
     states[i] = s
   end
@@ -82,6 +98,7 @@ local function run(assess, consume, report)
     out[#out + 1] = used
     out[#out + 1] = reset
     out[#out + 1] = retry
+    out[#out + 1] = s.retry1
     out[#out + 1] = s1
     out[#out + 1] = s2
     out[#out + 1] = s3

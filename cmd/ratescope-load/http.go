@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,17 @@ import (
 // path: ZADD and PEXPIRE), while a 1 s window keeps each log tiny.
 const httpPolicy = "load=100000/1s"
 
+// The flood (issue 14): floodHotKeys keys filled to their limit before the
+// run take every check but one in floodFreshEvery (denied, as in an attack);
+// that one goes to a key never seen before (allowed and recorded). A window
+// of an hour keeps the hot keys full for the whole run.
+const (
+	floodPolicy     = "flood=10/1h"
+	floodLimit      = 10
+	floodHotKeys    = 100
+	floodFreshEvery = 10
+)
+
 // httpWarmup fills connection pools and Redis's script cache before a run.
 const httpWarmup = time.Second
 
@@ -25,7 +37,7 @@ const httpWarmup = time.Second
 // one server process with the same keep-alive connections.
 func measureHTTP(ctx context.Context, e *env) error {
 	o := e.o
-	srv, err := startServer(ctx, e.dir, e.redisURL, "--policy", httpPolicy)
+	srv, err := startServer(ctx, e.dir, e.redisURL, "--policy", httpPolicy, "--policy", floodPolicy)
 	if err != nil {
 		return err
 	}
@@ -48,9 +60,22 @@ func measureHTTP(ctx context.Context, e *env) error {
 		return http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/v1/check?policy=load&key=load-%d", base, key), nil)
 	}
 
+	var fresh atomic.Int64 // a flood's fresh keys are never reused, warm-up included
+	flood := func(worker, i int) (*http.Request, error) {
+		key := fmt.Sprintf("flood-hot-%d", (worker+i*o.conns)%floodHotKeys)
+		if i%floodFreshEvery == floodFreshEvery-1 {
+			key = fmt.Sprintf("flood-fresh-%d", fresh.Add(1))
+		}
+		return http.NewRequest(http.MethodPost, base+"/api/v1/check?policy=flood&key="+key, nil)
+	}
+	if err := fillFloodKeys(ctx, client, base); err != nil {
+		return err
+	}
+
 	runs := []*httpRun{
 		{name: "GET /healthz (baseline)", req: healthz, byStatus: map[int]int{}},
 		{name: "POST /api/v1/check", req: check, byStatus: map[int]int{}},
+		{name: "POST /api/v1/check, flood", req: flood, byStatus: map[int]int{}},
 	}
 	for _, r := range runs {
 		if _, err := drive(ctx, client, o.conns, httpWarmup, r.req); err != nil {
@@ -73,8 +98,8 @@ func measureHTTP(ctx context.Context, e *env) error {
 	rep.line("")
 	rep.line("## HTTP: /api/v1/check against /healthz")
 	rep.line("")
-	rep.line("%d keep-alive connections from one Go HTTP client, %s per endpoint after a %s warm-up; the server in its own process with `--policy %s`, checks spread over %d keys (all allowed). Latency percentiles are over every request of every round.",
-		o.conns, o.duration, httpWarmup, httpPolicy, o.keys)
+	rep.line("%d keep-alive connections from one Go HTTP client, %s per endpoint after a %s warm-up; the server in its own process with `--policy %s --policy %s`. The all-allowed checks spread over %d keys; the flood sends %d %% of its checks to %d keys filled to their limit beforehand (denied) and the rest to keys never seen before (allowed). Latency percentiles are over every request of every round.",
+		o.conns, o.duration, httpWarmup, httpPolicy, floodPolicy, o.keys, 100-100/floodFreshEvery, floodHotKeys)
 	rep.line("")
 	rep.line("| endpoint | req/s (median) | min–max | p50 | p90 | p99 | max | answers |")
 	rep.line("|---|---:|---:|---:|---:|---:|---:|---|")
@@ -89,6 +114,41 @@ func measureHTTP(ctx context.Context, e *env) error {
 	rep.line("")
 	rep.line("check / healthz = **%.2f** (rounds: %s; target ≥ 0.6: %s; a plain Echo + go-redis check measured 0.29 here)",
 		median(ratio), spread("%.2f", ratio), verdict(median(ratio), 0.6))
+	fr := ratios(runs[2].rates, runs[0].rates)
+	rep.line("")
+	rep.line("flood check / healthz = **%.2f** (rounds: %s; target ≥ 0.8: %s)", median(fr), spread("%.2f", fr), verdict(median(fr), 0.8))
+	if m, err := srv.metrics(localDenialsMetric); err != nil {
+		rep.line("- the server exports no `%s`: its local deny cache is off or not wired, so every flood denial cost a Redis round trip", localDenialsMetric)
+	} else {
+		rep.line("- the server's local deny cache answered %.0f checks over the whole phase (`%s`)", m[localDenialsMetric], localDenialsMetric)
+	}
+	return nil
+}
+
+// localDenialsMetric counts the denials a server's local deny cache answered.
+const localDenialsMetric = "ratescope_local_denials_total"
+
+// fillFloodKeys checks each of the flood's hot keys up to its limit, so that
+// every later check on them is denied; it fails if one is not.
+func fillFloodKeys(ctx context.Context, client *http.Client, base string) error {
+	for k := range floodHotKeys {
+		url := fmt.Sprintf("%s/api/v1/check?policy=flood&key=flood-hot-%d", base, k)
+		for i := range floodLimit + 1 {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+			if err != nil {
+				return fmt.Errorf("failed to build a request: %w", err)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return fmt.Errorf("failed to fill the flood's keys: %w", err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if want := map[bool]int{true: http.StatusTooManyRequests, false: http.StatusOK}[i == floodLimit]; resp.StatusCode != want {
+				return fmt.Errorf("failed to fill the flood's keys: check %d of flood-hot-%d answered %s, want %d", i+1, k, resp.Status, want)
+			}
+		}
+	}
 	return nil
 }
 

@@ -2,7 +2,9 @@
 // prints a Markdown report (issue #6, "Performance"):
 //
 //   - HTTP: POST /api/v1/check against the same server's trivial GET /healthz,
-//     with the same keep-alive connections: req/s, latency percentiles, ratio;
+//     with the same keep-alive connections: req/s, latency percentiles, ratio —
+//     all allowed, and a flood (90 % of checks on 100 keys over their limit,
+//     10 % on fresh keys) beside it;
 //   - library: limiter.Allow against raw pipelined EVALSHA of the same script
 //     and a plain go-redis Script.Run per call, on the same Redis: checks/s;
 //   - WebSocket fan-out: N viewers of one window; the time from sending a check

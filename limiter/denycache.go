@@ -1,0 +1,341 @@
+package limiter
+
+import (
+	"hash/maphash"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultDenyCacheSize is how many (key, policy) denials the local deny cache
+// holds unless WithDenyCache says otherwise: a few MB at most, enough for the
+// keys of a flood.
+const DefaultDenyCacheSize = 10_000
+
+// denyCacheShardMin is the least capacity a shard is given: below
+// denyCacheShards × this, one shard (an exact LRU) is cheap enough.
+const (
+	denyCacheShards   = 16
+	denyCacheShardMin = 64
+)
+
+// WithDenyCache sets how many (key, policy) denials the local deny cache holds
+// at most (least recently used first out); 0 turns the cache off. The cache
+// answers only while Run keeps its subscription to resets (see Run).
+func WithDenyCache(size int) Option {
+	return func(l *Limiter) {
+		if size <= 0 {
+			l.cache = nil
+			return
+		}
+		l.cache = newDenyCache(size)
+	}
+}
+
+// denyCache is the local deny cache (SPEC §9): after a denial that left some
+// rule without room even for a request of cost 1, it answers that (key,
+// policy) itself until the first moment one could fit — measured from when
+// the denied check was sent, so it never outlives the true retry time.
+//
+// Why that is exact: while any rule of a policy has no room for cost 1, every
+// request on that (key, policy) is denied, so nothing is written and every
+// rule's retry deadline stays where Redis put it (entries only slide out; a
+// fixed or counter window only rolls on; a TAT or a bucket only drips). Only
+// a reset or a different definition of the policy can change that: resets
+// arrive through Run's subscription, and entries are keyed by the policy's
+// name and matched against its whole definition.
+//
+// Entries live in shards, each a map plus an LRU list under its own mutex; a
+// shard's seq moves on every invalidation or flush, so a denial whose check
+// was sent before one is not stored after it.
+type denyCache struct {
+	base    time.Time // the monotonic origin of every ns value here
+	seed    maphash.Seed
+	shards  []denyShard
+	serving atomic.Bool // Run's subscription is up: entries may be stored and served
+}
+
+type cacheKey struct{ key, policy string }
+
+type denyShard struct {
+	mu   sync.Mutex
+	m    map[cacheKey]*denyEntry
+	lru  denyEntry // sentinel: lru.next is the most recently used
+	cap  int
+	seq  uint64
+	hits uint64
+	_    [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// denyEntry is one denial as Redis answered it.
+type denyEntry struct {
+	k cacheKey
+	// The policy's definition when the denial was made.
+	rules     []Rule
+	algorithm string
+	shadow    bool
+	// sentNs is when the denied check was sent, on the cache's clock.
+	sentNs int64
+	// retry1 is, per rule, the wait after d.NowMs until a request of cost 1
+	// fits; until1 is the largest.
+	retry1 []int64
+	until1 int64
+	d      Decision
+
+	prev, next *denyEntry
+}
+
+// ticket is what a miss hands to the store that follows it: the shard and
+// its seq when the check was sent (no shard while the cache does not serve).
+type ticket struct {
+	s   *denyShard
+	seq uint64
+}
+
+func newDenyCache(size int) *denyCache {
+	n := 1
+	if size >= denyCacheShards*denyCacheShardMin {
+		n = denyCacheShards
+	}
+	c := &denyCache{base: time.Now(), seed: maphash.MakeSeed(), shards: make([]denyShard, n)}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.m = make(map[cacheKey]*denyEntry)
+		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		s.cap = size / n
+		if i < size%n {
+			s.cap++
+		}
+	}
+	return c
+}
+
+// now is the cache's monotonic clock in ns.
+func (c *denyCache) now() int64 { return int64(time.Since(c.base)) }
+
+func (c *denyCache) shardOf(k cacheKey) *denyShard {
+	if len(c.shards) == 1 {
+		return &c.shards[0]
+	}
+	h := maphash.String(c.seed, k.key) ^ maphash.String(c.seed, k.policy)*0x9e3779b97f4a7c15
+	return &c.shards[h%uint64(len(c.shards))]
+}
+
+// lookup answers a request of cost for k under p at nowNs from the cache, if
+// it can do so exactly; else it returns a ticket for the store that follows.
+//
+// The rule for costs: an entry proves that a request of cost 1 does not fit
+// before its deadline, and then no cost fits. It knows the exact retry for
+// cost 1 and for the cost of the denial it keeps; a request of any other
+// cost goes to Redis (whose denial then replaces the entry).
+func (c *denyCache) lookup(k cacheKey, p Policy, cost int, nowNs int64) (Decision, ticket, bool) {
+	if !c.serving.Load() {
+		return Decision{}, ticket{}, false // a ticket no store accepts
+	}
+	s := c.shardOf(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := ticket{s: s, seq: s.seq}
+	e := s.m[k]
+	if e == nil {
+		return Decision{}, t, false
+	}
+	if !e.sameDefinition(p) {
+		s.remove(e)
+		return Decision{}, t, false
+	}
+	// Redis ran the denied check after it was sent, so the time since then,
+	// rounded up, is at least as long as Redis's clock has moved since.
+	elapsed := (nowNs - e.sentNs + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	if e.until1-elapsed <= 0 {
+		s.remove(e)
+		return Decision{}, t, false
+	}
+	d, ok := e.answer(cost, elapsed)
+	if !ok {
+		return Decision{}, t, false
+	}
+	s.toFront(e)
+	s.hits++
+	return d, t, true
+}
+
+// store keeps a denial of Redis's whose check was sent at sentNs, when some
+// rule had no room even for cost 1 and nothing invalidated the shard since
+// the ticket was taken.
+func (c *denyCache) store(t ticket, k cacheKey, p Policy, d Decision, retry1 []int64, sentNs int64) {
+	if d.Allowed || len(retry1) == 0 || !c.serving.Load() {
+		return
+	}
+	until1 := slices.Max(retry1)
+	if until1 <= 0 {
+		return
+	}
+	s := t.s
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seq != t.seq {
+		return
+	}
+	if old := s.m[k]; old != nil {
+		s.remove(old)
+	}
+	d.Rules = slices.Clone(d.Rules)
+	e := &denyEntry{
+		k: k, rules: slices.Clone(p.Rules), algorithm: p.algorithm(), shadow: p.Shadow,
+		sentNs: sentNs, retry1: retry1, until1: until1, d: d,
+	}
+	s.m[k] = e
+	s.pushFront(e)
+	for len(s.m) > s.cap {
+		s.remove(s.lru.prev)
+	}
+}
+
+// invalidate drops k's entry, whatever definition it was made under.
+func (c *denyCache) invalidate(k cacheKey) {
+	s := c.shardOf(k)
+	s.mu.Lock()
+	s.seq++
+	if e := s.m[k]; e != nil {
+		s.remove(e)
+	}
+	s.mu.Unlock()
+}
+
+// forget drops every entry of the named policy.
+func (c *denyCache) forget(policy string) {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.seq++
+		for k, e := range s.m {
+			if k.policy == policy {
+				s.remove(e)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// setServing empties the cache and says whether it may serve: false when the
+// subscription is lost (a reset may go unheard), true once it is back — after
+// the flush, since resets may have been missed meanwhile.
+func (c *denyCache) setServing(on bool) {
+	if !on {
+		c.serving.Store(false)
+	}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		s.seq++
+		clear(s.m)
+		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		s.mu.Unlock()
+	}
+	if on {
+		c.serving.Store(true)
+	}
+}
+
+func (c *denyCache) stats() DenyCacheStats {
+	st := DenyCacheStats{Serving: c.serving.Load()}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		st.Denials += s.hits
+		st.Entries += len(s.m)
+		st.Size += s.cap
+		s.mu.Unlock()
+	}
+	return st
+}
+
+func (e *denyEntry) sameDefinition(p Policy) bool {
+	return e.algorithm == p.algorithm() && e.shadow == p.Shadow && slices.Equal(e.rules, p.Rules)
+}
+
+// answer is the entry's denial for a request of cost, elapsed ms after the
+// denied check was sent; ok is false for a cost whose retry it does not know.
+// Times move on by elapsed and stop at 0; counts stay as Redis reported them.
+func (e *denyEntry) answer(cost int, elapsed int64) (Decision, bool) {
+	if cost != 1 && cost != e.d.Cost {
+		return Decision{}, false
+	}
+	d := e.d
+	d.Cost, d.Cached, d.RetryAfterMs = cost, true, 0
+	d.NowMs += elapsed
+	d.Rules = make([]RuleState, len(e.d.Rules))
+	for i, r := range e.d.Rules {
+		retry := r.RetryMs
+		if cost == 1 {
+			retry = e.retry1[i]
+		}
+		r.RetryMs = max(0, retry-elapsed)
+		r.Violated = r.RetryMs > 0
+		r.ResetMs = max(0, r.ResetMs-elapsed)
+		d.Rules[i] = r
+		d.RetryAfterMs = max(d.RetryAfterMs, r.RetryMs)
+	}
+	if d.RetryAfterMs <= 0 {
+		return Decision{}, false
+	}
+	d.Binding = binding(d)
+	return d, true
+}
+
+func (s *denyShard) pushFront(e *denyEntry) {
+	e.prev, e.next = &s.lru, s.lru.next
+	s.lru.next.prev = e
+	s.lru.next = e
+}
+
+func (s *denyShard) toFront(e *denyEntry) {
+	if s.lru.next == e {
+		return
+	}
+	e.prev.next, e.next.prev = e.next, e.prev
+	s.pushFront(e)
+}
+
+func (s *denyShard) remove(e *denyEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+	delete(s.m, e.k)
+}
+
+// DenyCacheStats describes the local deny cache.
+type DenyCacheStats struct {
+	// Denials counts the requests the cache answered, since the Limiter was
+	// made: what ratescope_local_denials_total exports.
+	Denials uint64
+	// Entries is how many (key, policy) denials it holds now, at most Size.
+	Entries int
+	Size    int
+	// Serving reports whether Run's subscription to resets is up: only then
+	// does the cache store and answer.
+	Serving bool
+}
+
+// DenyCacheStats reports the local deny cache's counters; all zero when the
+// cache is off.
+func (l *Limiter) DenyCacheStats() DenyCacheStats {
+	if l.cache == nil {
+		return DenyCacheStats{}
+	}
+	return l.cache.stats()
+}
+
+// Forget drops the local deny cache's entries of the named policy, on this
+// instance: for a configuration reload that changes or removes it. (Entries
+// made under another definition of a policy are never served anyway; Forget
+// frees their room at once.)
+func (l *Limiter) Forget(policy string) {
+	if l.cache != nil {
+		l.cache.forget(policy)
+	}
+}
