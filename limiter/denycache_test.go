@@ -129,12 +129,8 @@ func TestDenyCacheRetryWithinRoundTrip(t *testing.T) {
 // request of cost 1 fits, the cache answers until close to that moment, and
 // the first answer that is not cached comes from Redis: allowed exactly when
 // Redis's clock has reached it.
-//
-// Real Redis only: the embedded one lets a key expire up to its TTL step
-// (250 ms) early, so a log filled in one burst can be allowed before its
-// exact retry there — which this test would rightly report.
 func TestDenyCacheNeverOutlivesTheTrueRetry(t *testing.T) {
-	c := newClient(t, redistest.RealURL(t))
+	c := newClient(t, redistest.URL(t))
 	lim := cachedLimiter(t, c)
 	for _, alg := range limiter.Algorithms {
 		t.Run(alg, func(t *testing.T) {
@@ -179,10 +175,8 @@ func TestDenyCacheNeverOutlivesTheTrueRetry(t *testing.T) {
 
 // TestDenyCacheExpiryGoesToRedis: a request sent the moment the cache's
 // retry runs out is decided by Redis, and allowed when the log allows it.
-//
-// Real Redis only, for the reason TestDenyCacheNeverOutlivesTheTrueRetry gives.
 func TestDenyCacheExpiryGoesToRedis(t *testing.T) {
-	c := newClient(t, redistest.RealURL(t))
+	c := newClient(t, redistest.URL(t))
 	lim := cachedLimiter(t, c)
 	p := mustPolicy(t, "expiry=2/1s")
 	key := uniqueKey(t)

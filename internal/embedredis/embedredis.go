@@ -14,6 +14,10 @@ import (
 
 // ttlStep is how often keys' time to live advances. miniredis's TTL clock only
 // moves when told to, while its TIME (the limiter's clock) is the real one.
+// Each step's time is applied one step late: a key written just before a tick
+// would otherwise lose time from before it existed and expire up to ttlStep
+// early — letting a full window pass before its exact retry time. Late is
+// harmless: every algorithm counts by score or stored time, never by expiry.
 const ttlStep = 250 * time.Millisecond
 
 // Server is a running embedded Redis.
@@ -40,13 +44,14 @@ func (s *Server) expire() {
 	t := time.NewTicker(ttlStep)
 	defer t.Stop()
 	last := time.Now()
+	var pending time.Duration // the previous step's time, applied at this one
 	for {
 		select {
 		case <-s.stop:
 			return
 		case now := <-t.C:
-			s.m.FastForward(now.Sub(last))
-			last = now
+			s.m.FastForward(pending)
+			pending, last = now.Sub(last), now
 		}
 	}
 }

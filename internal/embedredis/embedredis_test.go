@@ -1,0 +1,62 @@
+package embedredis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestKeysNeverExpireEarly: a key with a TTL of d still exists d after it was
+// written, whatever the phase of the expiry ticker it was written at. The
+// limiter relies on it: a log that expired early would let a client in before
+// its exact retry time.
+func TestKeysNeverExpireEarly(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	const ttl = 400 * time.Millisecond
+	const keys = 25 // written ttlStep/keys apart: every phase of the ticker
+	var wg sync.WaitGroup
+	errs := make(chan error, keys)
+	for i := range keys {
+		time.Sleep(ttlStep / keys)
+		key := fmt.Sprintf("k%d", i)
+		written := time.Now()
+		if err := c.Set(ctx, key, "x", ttl).Err(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for time.Since(written) < ttl {
+				n, err := c.Exists(ctx, key).Result()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n == 0 {
+					errs <- fmt.Errorf("%s expired %v after it was written, before its TTL of %v", key, time.Since(written).Round(time.Millisecond), ttl)
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Keys do expire, within a few steps.
+	time.Sleep(ttl + 3*ttlStep)
+	if n, err := c.Exists(ctx, "k0").Result(); err != nil || n != 0 {
+		t.Fatalf("k0 still exists long after its TTL: %d %v", n, err)
+	}
+}
