@@ -52,6 +52,8 @@ type Config struct {
 	TrustedProxies []string
 	// GRPCAddr is where the Envoy rate limit service listens; empty: nowhere.
 	GRPCAddr string
+	// DenyCacheSize bounds the local deny cache (SPEC §9); 0 turns it off.
+	DenyCacheSize int
 }
 
 // policyFlags collects repeated --policy flags.
@@ -97,6 +99,18 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		}
 		return b
 	}
+	envInt := func(name string, def int) int {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: want a whole number", name, v))
+			return def
+		}
+		return n
+	}
 
 	fs := flag.NewFlagSet("ratescope", flag.ContinueOnError)
 	fs.SetOutput(usage)
@@ -115,6 +129,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.StringVar(&cfg.ConfigFile, "config", env("RATESCOPE_CONFIG", ""), "YAML config file with policies, trusted proxies, forward-auth routes and Envoy mappings; reloaded on SIGHUP and on change (RATESCOPE_CONFIG)")
 	proxies := fs.String("trusted-proxies", env("RATESCOPE_TRUSTED_PROXIES", ""), "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed (RATESCOPE_TRUSTED_PROXIES)")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", env("RATESCOPE_GRPC_ADDR", ""), "listen address of the Envoy rate limit gRPC service; empty: none (RATESCOPE_GRPC_ADDR)")
+	fs.IntVar(&cfg.DenyCacheSize, "deny-cache-size", envInt("RATESCOPE_DENY_CACHE_SIZE", limiter.DefaultDenyCacheSize), "how many full windows the local deny cache answers without Redis; 0 turns it off (RATESCOPE_DENY_CACHE_SIZE)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -141,6 +156,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	if _, err := httplimit.ParseTrustedProxies(cfg.TrustedProxies); err != nil {
 		errs = append(errs, fmt.Errorf("--trusted-proxies: %w", err))
+	}
+	if cfg.DenyCacheSize < 0 {
+		errs = append(errs, fmt.Errorf("--deny-cache-size %d: want 0 (off) or more", cfg.DenyCacheSize))
 	}
 	if cfg.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.GRPCAddr); err != nil {

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live"
 )
 
@@ -86,4 +87,13 @@ func newMetrics() *metrics {
 		m.viewers, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// countLocalDenials exports the deny cache's answers (SPEC §9), read from the
+// limiter when scraped: the hot path counts them once, in the limiter.
+func (m *metrics) countLocalDenials(lim *limiter.Limiter) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "ratescope_local_denials_total",
+		Help: "Checks denied by the local deny cache without a Redis round trip (SPEC §9).",
+	}, func() float64 { return float64(lim.DenyCacheStats().Denials) }))
 }

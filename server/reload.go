@@ -32,6 +32,9 @@ type configStore struct {
 	cfg     Config // flags and environment: they do not change at runtime
 	metrics *metrics
 	log     *slog.Logger
+	// onChange, when set, is told the name of each policy a reload changed or
+	// removed, so caches built on the old definition drop it.
+	onChange func(policy string)
 
 	mu       sync.Mutex // one reload at a time
 	lastRead []byte     // the file content last read: in force, or refused
@@ -115,6 +118,13 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 	}
 	old := s.load()
 	s.cur.Store(set)
+	if s.onChange != nil {
+		for _, p := range old.policies {
+			if np, ok := set.policy(p.Policy.Policy.Name); !ok || np.Policy.Policy.String() != p.Policy.Policy.String() {
+				s.onChange(p.Policy.Policy.Name)
+			}
+		}
+	}
 	s.metrics.configReloads.WithLabelValues("ok").Inc()
 	s.log.Info("config reloaded", "reason", reason, "version", set.version, "previous", old.version,
 		"policies", len(set.policies), "routes", len(set.routes))

@@ -66,13 +66,20 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	a := &app{
 		cfg:      cfg,
 		store:    store,
-		lim:      limiter.New(rdb),
+		lim:      limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize)),
 		auth:     authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
 		rdb:      rdb,
 		log:      log,
 		metrics:  m,
 		instance: uuid.NewString()[:8],
 	}
+	a.metrics.countLocalDenials(a.lim)
+	store.onChange = a.lim.Forget
+	// The deny cache serves only while it follows resets from every instance.
+	cacheCtx, stopCache := context.WithCancel(context.Background())
+	cacheDone := make(chan struct{})
+	go func() { _ = a.lim.Run(cacheCtx); close(cacheDone) }()
+	defer func() { stopCache(); <-cacheDone }() // before Redis closes
 	a.mw = newMiddleware(a)
 	a.live = live.New(live.Deps{
 		Redis:        rdb,
