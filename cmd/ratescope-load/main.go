@@ -8,13 +8,12 @@
 //   - library: limiter.Allow against raw pipelined EVALSHA of the same script
 //     and a plain go-redis Script.Run per call, on the same Redis: checks/s;
 //   - WebSocket fan-out: N viewers of one window; the time from sending a check
-//     until every viewer has its decision message, and memory per idle viewer;
-//   - algorithms (SPEC §8): per algorithm, Redis µs per check and bytes per
-//     key at limits 10, 1,000 and 100,000, and agreement with the log on one
-//     recorded bursty trace (--trace-duration, replayed in real time);
 //     until every viewer has its decision message, and memory per idle viewer —
 //     for ratescope and, in the same run, for a minimal coder/websocket reference
-//     server with the same tick stream (reference.go), reported as a ratio.
+//     server with the same tick stream (reference.go), reported as a ratio;
+//   - algorithms (SPEC §8): per algorithm, Redis µs per check and bytes per
+//     key at limits 10, 1,000 and 100,000, and agreement with the log on one
+//     recorded bursty trace (--trace-duration, replayed in real time).
 //
 // It starts its own redis-server on a free port (unless --redis-url is given)
 // and runs the server as a separate process — this binary re-executed with the
@@ -22,11 +21,9 @@
 // Everything listens on 127.0.0.1 only; every child process is stopped at the
 // end, on failure and on Ctrl-C.
 //
-//	go run ./cmd/ratescope-load                       # every phase, about three minutes
+//	go run ./cmd/ratescope-load                       # every phase, a few minutes
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws   # the algorithms only
-//	go run ./cmd/ratescope-load --skip-http --skip-lib --viewers 10000
-//	go run ./cmd/ratescope-load                       # every phase, about a minute
-//	go run ./cmd/ratescope-load --skip-http --skip-lib --viewers 1000,2000,10000
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-algos --viewers 1000,2000,10000
 package main
 
 import (
