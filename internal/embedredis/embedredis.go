@@ -7,53 +7,30 @@ package embedredis
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 )
 
-// ttlStep is how often keys' time to live advances. miniredis's TTL clock only
-// moves when told to, while its TIME (the limiter's clock) is the real one.
-// Each step's time is applied one step late: a key written just before a tick
-// would otherwise lose time from before it existed and expire up to ttlStep
-// early — letting a full window pass before its exact retry time. Late is
-// harmless: every algorithm counts by score or stored time, never by expiry.
-const ttlStep = 250 * time.Millisecond
-
 // Server is a running embedded Redis.
 type Server struct {
-	m    *miniredis.Miniredis
-	stop chan struct{}
-	done chan struct{}
+	m *miniredis.Miniredis
 }
 
-// Start listens on 127.0.0.1 on a free port and lets key expiry follow the
-// wall clock until Close.
+// Start listens on 127.0.0.1 on a free port. Keys' time to live follows the
+// wall clock exactly: miniredis's ClockTTL advances every TTL by the time
+// elapsed since the previous command, before each command runs, so a key
+// never loses time from before it existed. (A ticker calling FastForward
+// cannot promise that: a late tick followed by a prompt one takes a long step
+// from a key written just before it, and a log that expires early lets a
+// client in before its exact retry time.) miniredis's TIME — the limiter's
+// clock — is the wall clock too.
 func Start() (*Server, error) {
 	m := miniredis.NewMiniRedis()
+	m.ClockTTL(true)
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("failed to start the embedded Redis: %w", err)
 	}
-	s := &Server{m: m, stop: make(chan struct{}), done: make(chan struct{})}
-	go s.expire()
-	return s, nil
-}
-
-func (s *Server) expire() {
-	defer close(s.done)
-	t := time.NewTicker(ttlStep)
-	defer t.Stop()
-	last := time.Now()
-	var pending time.Duration // the previous step's time, applied at this one
-	for {
-		select {
-		case <-s.stop:
-			return
-		case now := <-t.C:
-			s.m.FastForward(pending)
-			pending, last = now.Sub(last), now
-		}
-	}
+	return &Server{m: m}, nil
 }
 
 // Addr is host:port of the server.
@@ -63,8 +40,4 @@ func (s *Server) Addr() string { return s.m.Addr() }
 func (s *Server) URL() string { return "redis://" + s.m.Addr() + "/0" }
 
 // Close stops the server.
-func (s *Server) Close() {
-	close(s.stop)
-	<-s.done
-	s.m.Close()
-}
+func (s *Server) Close() { s.m.Close() }
