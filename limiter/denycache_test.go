@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -348,5 +349,33 @@ func TestDenyCacheBound(t *testing.T) {
 				t.Errorf("stats %+v", st)
 			}
 		})
+	}
+}
+
+// TestAllowWithin: the timeout bounds only what Redis does. While Redis does
+// not answer at all, a check the deny cache knows is still answered, from the
+// cache, and any other fails with context.DeadlineExceeded after the timeout.
+func TestAllowWithin(t *testing.T) {
+	proxy := redistest.StartProxy(t, redistest.URL(t))
+	c := newClient(t, proxy.URL)
+	lim := cachedLimiter(t, c)
+	p := mustPolicy(t, "within=2/1m")
+	key := uniqueKey(t)
+	fillUntilDenied(t, lim, key, p)
+
+	proxy.Pause()
+	defer proxy.Resume()
+	ctx := context.Background()
+	d, err := lim.AllowWithin(ctx, 50*time.Millisecond, key, p, 1)
+	if err != nil || !d.Cached || d.Allowed {
+		t.Fatalf("a known full window while Redis hangs: %+v, %v; want a cached denial", d, err)
+	}
+	start := time.Now()
+	_, err = lim.AllowWithin(ctx, 50*time.Millisecond, uniqueKey(t), p, 1)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a fresh key while Redis hangs: %v; want context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took < 50*time.Millisecond {
+		t.Fatalf("gave up after %v, before its timeout", took)
 	}
 }

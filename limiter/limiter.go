@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -174,6 +175,14 @@ func (d Decision) Bound() RuleState { return d.Rules[d.Binding] }
 // denial the cache keeps, from the cache (Decision.Cached); any other cost is
 // asked of Redis, whose denial then replaces the cached one.
 func (l *Limiter) Allow(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
+	return l.AllowWithin(ctx, 0, key, p, cost)
+}
+
+// AllowWithin is Allow with a bound on how long Redis may take: when the
+// decision needs Redis, it fails with context.DeadlineExceeded after timeout
+// (0: no bound but ctx's). An answer from the deny cache takes no timer, so a
+// flood of cached denials costs no timer per check.
+func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key string, p Policy, cost int) (Decision, error) {
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
@@ -192,6 +201,11 @@ func (l *Limiter) Allow(ctx context.Context, key string, p Policy, cost int) (De
 			return d, nil
 		}
 		t = miss
+	}
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
 	d, retry1, err := algorithmOf(p).allow(ctx, l, key, p, cost)
 	if err != nil {
