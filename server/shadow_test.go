@@ -161,3 +161,30 @@ func TestResetClearsCacheAcrossInstances(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestForwardAuthShadowRoute: forward auth on a shadow policy (shadow: true
+// in the config file) lets every request pass with 200 and its RateLimit
+// fields, never Retry-After; the would-denies are counted as such.
+func TestForwardAuthShadowRoute(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+policies:
+  - name: trial
+    rules: ["2/1m"]
+    shadow: true
+routes:
+  - match: {pathPrefix: /trial}
+    policy: trial
+    key: ip
+    denyStatus: 403
+`))
+	for i := 1; i <= 4; i++ {
+		r := fa(t, app, "/forward-auth/trial")
+		if r.status != 200 || r.raw != "" || r.header.Get("Retry-After") != "" ||
+			r.header.Get("RateLimit") != fmt.Sprintf(`"trial";r=%d;t=60`, max(0, 2-i)) {
+			t.Fatalf("request %d: %d %v %q; want 200 with RateLimit and no Retry-After", i, r.status, r.header, r.raw)
+		}
+	}
+	if m := metrics(t, app); !strings.Contains(m, `ratescope_decisions_total{outcome="shadow_denied",policy="trial"} 2`+"\n") {
+		t.Fatal("/metrics does not count the 2 would-denies as shadow_denied")
+	}
+}
