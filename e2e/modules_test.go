@@ -170,8 +170,9 @@ func TestModuleClockAndStatus(t *testing.T) {
 }
 
 // TestModuleLogAndRate: the log draws at most 50 rows however many
-// decisions arrive, marks cached and shadow decisions, and the rate counts
-// a second's decisions.
+// decisions arrive, marks cached denials and shadow would-denies (their own
+// badge colour, data-cached / data-would-deny), and the rate counts a
+// second's decisions, a would-deny as denied.
 func TestModuleLogAndRate(t *testing.T) {
 	tb := moduleTab(t)
 	runModuleCase(t, tb, `
@@ -189,10 +190,21 @@ func TestModuleLogAndRate(t *testing.T) {
   log.renderedAt = -Infinity;
   log.render(100000);
   const [shadow, cached] = ol.children;
-  eq('shadow', [shadow.className, shadow.querySelector('.badge').textContent, shadow.querySelector('.log-what').textContent],
-    ['log-entry is-allowed is-would-deny is-new', '200', 'shadow would deny · Retry-After 3.000 s']);
-  eq('cached', [cached.className, cached.querySelector('.badge').textContent, cached.querySelector('.log-what').textContent],
-    ['log-entry is-denied is-cached is-new', '429', 'cached Retry-After 2.000 s']);
+  const look = (li) => [li.className, li.querySelector('.badge').className, li.querySelector('.badge').textContent,
+    li.querySelector('.log-what').textContent, li.getAttribute('data-cached'), li.getAttribute('data-would-deny')];
+  eq('shadow', look(shadow),
+    ['log-entry is-would-deny is-new', 'badge badge-shadow', '200', 'would deny · shadow Retry-After 3.000 s', null, 'true']);
+  eq('cached', look(cached),
+    ['log-entry is-denied is-cached is-new', 'badge badge-bad', '429', 'cached Retry-After 2.000 s', 'true', null]);
+  log.decision({ allowed: true, shadow: true, wouldDeny: true, cached: true, count: 5, limit: 5, nowMs: 3, retryAfterMs: 1000 });
+  log.decision({ allowed: true, shadow: true, count: 4, limit: 5, nowMs: 4, id: 'x' });
+  log.renderedAt = -Infinity;
+  log.render(100000);
+  const [shadowAllowed, cachedShadow] = ol.children;
+  eq('a cached would-deny', look(cachedShadow),
+    ['log-entry is-would-deny is-new', 'badge badge-shadow', '200', 'would deny · shadow cached Retry-After 1.000 s', 'true', 'true']);
+  eq('an allowed shadow check', look(shadowAllowed),
+    ['log-entry is-allowed is-new', 'badge badge-ok', '200', 'allowed', null, null]);
   eq('still 50', ol.children.length, 50);
 
   const root = document.createElement('div');
@@ -205,7 +217,8 @@ func TestModuleLogAndRate(t *testing.T) {
   rate.decision({ allowed: true, shadow: true, wouldDeny: true, nowMs: s * 1000 + 5 });
   rate.decision({ allowed: false, nowMs: (s + 1) * 1000 });
   rate.render((s + 1) * 1000 + 500);
-  eq('rate', text.textContent, '1,241/s allowed · 3,310/s denied · 1/s would deny');
+  eq('rate: a would-deny counts as denied', [text.textContent, root.getAttribute('data-denied'), root.getAttribute('data-would-deny')],
+    ['1,240/s allowed · 3,311/s denied (1 would deny · shadow)', '3311', '1']);
 `)
 }
 

@@ -59,21 +59,33 @@ func newMiddleware(a *app) *httplimit.Middleware {
 		}))
 }
 
-// countDecision counts d under its policy's prepared counters.
+// countDecision counts d under its policy's prepared counters: allowed,
+// denied, or shadow_denied for a shadow policy's would-deny (SPEC §9).
 func (a *app) countDecision(d limiter.Decision) {
-	outcome := "denied"
-	if d.Allowed {
-		outcome = "allowed"
-	}
 	p, ok := a.store.load().policy(d.Policy)
+	if !ok { // the policy went away in a reload while this check ran
+		a.metrics.decisions.WithLabelValues(d.Policy, outcome(d)).Inc()
+		return
+	}
 	switch {
-	case !ok: // the policy went away in a reload while this check ran
-		a.metrics.decisions.WithLabelValues(d.Policy, outcome).Inc()
 	case d.Allowed:
 		p.allowed.Inc()
+	case d.WouldDeny():
+		p.shadowDenied.Inc()
 	default:
 		p.denied.Inc()
 	}
+}
+
+// outcome is d's label in ratescope_decisions_total.
+func outcome(d limiter.Decision) string {
+	switch {
+	case d.Allowed:
+		return "allowed"
+	case d.WouldDeny():
+		return "shadow_denied"
+	}
+	return "denied"
 }
 
 // handleCheck decides and records one request: POST /api/v1/check. It reads

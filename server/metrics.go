@@ -41,7 +41,7 @@ func newMetrics() *metrics {
 		reg: prometheus.NewRegistry(),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratescope_decisions_total",
-			Help: "Checks decided by Redis, by policy and outcome.",
+			Help: "Checks decided (by Redis or the local deny cache), by policy and outcome: allowed, denied, or shadow_denied (a shadow policy's would-deny).",
 		}, []string{"policy", "outcome"}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratescope_fail_open_total",

@@ -35,7 +35,7 @@ type settings struct {
 // config: its RateLimit-Policy field and item names, and its counters.
 type policyEntry struct {
 	*httplimit.Policy
-	allowed, denied prometheus.Counter
+	allowed, denied, shadowDenied prometheus.Counter
 }
 
 // policy finds a policy by name.
@@ -90,6 +90,8 @@ func buildSettings(cfg Config, file *parsedFile, m *metrics, now time.Time) (*se
 			Policy:  httplimit.Prepare(p),
 			allowed: m.decisions.WithLabelValues(p.Name, "allowed"),
 			denied:  m.decisions.WithLabelValues(p.Name, "denied"),
+			// a shadow policy's would-deny (SPEC §9)
+			shadowDenied: m.decisions.WithLabelValues(p.Name, "shadow_denied"),
 		}
 		s.policies = append(s.policies, e)
 		s.byName[p.Name] = e

@@ -79,7 +79,9 @@ type RuleBody struct {
 }
 
 // DecisionBody is a decision as the check API answers it (SPEC §3); its
-// top-level numbers describe the binding rule.
+// top-level numbers describe the binding rule. Allowed is whether the request
+// may pass: a shadow policy's would-deny is allowed, with WouldDeny and the
+// would-be RetryAfterMs (SPEC §9).
 type DecisionBody struct {
 	Allowed      bool       `json:"allowed"`
 	Key          string     `json:"key"`
@@ -93,21 +95,28 @@ type DecisionBody struct {
 	RetryAfterMs int64      `json:"retryAfterMs"`
 	ID           *string    `json:"id"`
 	Rules        []RuleBody `json:"rules"`
+	// Cached marks a denial (or would-deny) answered by the local deny cache.
+	Cached bool `json:"cached,omitempty"`
+	// Shadow marks every decision of a shadow policy.
+	Shadow bool `json:"shadow,omitempty"`
+	// WouldDeny marks a shadow policy's decision that enforcing would refuse.
+	WouldDeny bool `json:"wouldDeny,omitempty"`
 }
 
 // NewDecisionBody builds the answer to d.
 func NewDecisionBody(d limiter.Decision) DecisionBody {
 	b := d.Bound()
 	out := DecisionBody{
-		Allowed: d.Allowed, Key: d.Key, Policy: d.Policy,
+		Allowed: !d.Denied(), Key: d.Key, Policy: d.Policy,
 		Count: b.Count, Limit: b.Limit, Remaining: b.Remaining, WindowMs: b.WindowMs,
 		NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
-		Rules: make([]RuleBody, len(d.Rules)),
+		Rules:  make([]RuleBody, len(d.Rules)),
+		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
 	}
 	if b.OldestMs >= 0 {
 		out.OldestMs = &b.OldestMs
 	}
-	if d.Allowed {
+	if d.Allowed { // recorded: a would-deny is not
 		out.ID = &d.ID
 	}
 	for i, r := range d.Rules {

@@ -9,9 +9,11 @@
 //
 // An allowed request reaches the handler with RateLimit-Policy and RateLimit
 // set; a denied one gets 429 (or the status chosen with WithDenyStatus),
-// Retry-After and a problem document of type quota-exceeded. When Redis cannot
-// decide within the timeout, fail-closed answers 503 with Retry-After: 1 and
-// fail-open lets the request through without RateLimit headers.
+// Retry-After and a problem document of type quota-exceeded. A shadow policy
+// (SPEC §9) never refuses: its would-denies pass like allowed requests, with
+// no Retry-After. When Redis cannot decide within the timeout, fail-closed
+// answers 503 with Retry-After: 1 and fail-open lets the request through
+// without RateLimit headers.
 package httplimit
 
 import (
@@ -154,7 +156,8 @@ type Result struct {
 	// mode answered), or the key or cost was invalid (400 was answered).
 	Err error
 	// Pass reports that the caller should go on and answer: the request was
-	// allowed (the RateLimit fields are set) or failed open (Err is set).
+	// allowed (the RateLimit fields are set; for a shadow policy possibly a
+	// would-deny, Decision.WouldDeny) or failed open (Err is set).
 	// Otherwise Check has written the whole response.
 	Pass bool
 }
@@ -190,7 +193,7 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Res
 		h.Decision(d)
 	}
 	SetHeaders(w.Header(), t.Policy, d)
-	if d.Allowed {
+	if !d.Denied() { // allowed, or a shadow policy's would-deny
 		return Result{Decision: d, Pass: true}
 	}
 	status := t.DenyStatus

@@ -129,15 +129,21 @@ type decisionMsg struct {
 	RetryAfterMs int64  `json:"retryAfterMs"`
 	ID           string `json:"id"`
 	Instance     string `json:"instance"`
+	Cached       bool   `json:"cached,omitempty"`
+	Shadow       bool   `json:"shadow,omitempty"`
+	WouldDeny    bool   `json:"wouldDeny,omitempty"`
 }
 
-// DecisionMessage is the decision message of d, made by instance.
+// DecisionMessage is the decision message of d, made by instance. Like the
+// check's answer, allowed says whether the request passed: a shadow policy's
+// would-deny is allowed, marked wouldDeny, with the would-be retry (SPEC §9).
 func DecisionMessage(d limiter.Decision, instance string) []byte {
 	b := d.Bound()
 	m := decisionMsg{
-		Type: TypeDecision, Key: d.Key, Policy: d.Policy, Allowed: d.Allowed,
+		Type: TypeDecision, Key: d.Key, Policy: d.Policy, Allowed: !d.Denied(),
 		Count: b.Count, Limit: b.Limit, NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
 		ID: d.ID, Instance: instance,
+		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
 	}
 	if b.OldestMs >= 0 { // the limiter's -1 for "empty" is null
 		m.OldestMs = &b.OldestMs

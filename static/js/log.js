@@ -68,11 +68,19 @@ export class Log {
   }
 }
 
+// How each outcome looks: the row's class, the badge (the status the client
+// got) and the mark before what it means. A shadow would-deny has its own
+// colour: it passed, but enforced it would have been a 429.
 const WHAT = {
-  [OUTCOME.ALLOWED]: { cls: 'is-allowed', badge: 'badge-ok', tag: '' },
-  [OUTCOME.DENIED]: { cls: 'is-denied', badge: 'badge-bad', tag: '' },
-  [OUTCOME.CACHED]: { cls: 'is-denied is-cached', badge: 'badge-bad', tag: 'cached' },
-  [OUTCOME.WOULD_DENY]: { cls: 'is-allowed is-would-deny', badge: 'badge-ok', tag: 'shadow' },
+  [OUTCOME.ALLOWED]: { cls: 'is-allowed', badge: 'badge-ok', mark: '' },
+  [OUTCOME.DENIED]: { cls: 'is-denied', badge: 'badge-bad', mark: '' },
+  [OUTCOME.CACHED]: { cls: 'is-denied is-cached', badge: 'badge-bad', mark: 'cached' },
+  [OUTCOME.WOULD_DENY]: { cls: 'is-would-deny', badge: 'badge-shadow', mark: 'would deny · shadow' },
+};
+
+const MARK_TITLE = {
+  cached: 'answered by the instance\'s local deny cache, without a Redis round trip',
+  'would deny · shadow': 'shadow policy: allowed, but enforced it would have been a 429 with this Retry-After',
 };
 
 function decisionRow(m) {
@@ -81,19 +89,17 @@ function decisionRow(m) {
   const li = document.createElement('li');
   li.className = 'log-entry ' + w.cls;
   li.dataset.testid = 'log-entry';
-  const retry = 'Retry-After ' + fmtSeconds(m.retryAfterMs) + ' s';
-  let what = 'allowed';
-  if (outcome === OUTCOME.DENIED || outcome === OUTCOME.CACHED) what = retry;
-  else if (outcome === OUTCOME.WOULD_DENY) what = 'would deny · ' + retry;
+  if (m.cached) li.dataset.cached = 'true'; // a cached would-deny too
+  if (outcome === OUTCOME.WOULD_DENY) li.dataset.wouldDeny = 'true';
   const whatEl = span('log-what', '');
-  if (w.tag) {
-    const tag = span('log-tag log-tag-' + w.tag, w.tag);
-    tag.title = w.tag === 'cached'
-      ? 'answered by the instance\'s local deny cache, without a Redis round trip'
-      : 'shadow policy: allowed, but enforced it would have been a 429';
+  const marks = w.mark ? [w.mark] : [];
+  if (m.cached && outcome === OUTCOME.WOULD_DENY) marks.push('cached');
+  for (const mark of marks) {
+    const tag = span('log-tag log-tag-' + (mark === 'cached' ? 'cached' : 'shadow'), mark);
+    tag.title = MARK_TITLE[mark];
     whatEl.append(tag, ' ');
   }
-  whatEl.append(what);
+  whatEl.append(outcome === OUTCOME.ALLOWED ? 'allowed' : 'Retry-After ' + fmtSeconds(m.retryAfterMs) + ' s');
   li.append(
     span('log-time', fmtTime(m.nowMs)),
     span('badge ' + w.badge, m.allowed ? '200' : '429'),

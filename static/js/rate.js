@@ -1,6 +1,8 @@
 // The window's traffic: allowed and denied checks per second (the last whole
 // second of Redis time) and a sparkline of the last 60 s. Each decision adds
-// to its second's bucket; the frame draws at most every REDRAW_MS.
+// to its second's bucket; the frame draws at most every REDRAW_MS. A shadow
+// policy's would-deny counts as denied (SPEC §9: the page shows what the
+// limit would do), and the text and bars say how many of those were shadow.
 
 import { OUTCOME, decisionOutcome } from './messages.js';
 import { fmtInt } from './format.js';
@@ -58,10 +60,10 @@ export class Rate {
     }
     const o = decisionOutcome(m);
     if (o === OUTCOME.ALLOWED) this.allowed[i]++;
-    else if (o === OUTCOME.WOULD_DENY) {
-      this.allowed[i]++;
-      this.wouldDeny[i]++;
-    } else this.denied[i]++;
+    else {
+      this.denied[i]++;
+      if (o === OUTCOME.WOULD_DENY) this.wouldDeny[i]++;
+    }
     this.dirty = true;
   }
 
@@ -81,15 +83,17 @@ export class Rate {
     const d = this.at(this.denied, last);
     this.w.attr(this.ui.root, 'data-allowed', String(a));
     this.w.attr(this.ui.root, 'data-denied', String(d));
-    let text = fmtInt(a) + '/s allowed · ' + fmtInt(d) + '/s denied';
     const wd = this.at(this.wouldDeny, last);
-    if (wd > 0) text += ' · ' + fmtInt(wd) + '/s would deny';
+    this.w.attr(this.ui.root, 'data-would-deny', String(wd));
+    let text = fmtInt(a) + '/s allowed · ' + fmtInt(d) + '/s denied';
+    if (wd > 0) text += ' (' + fmtInt(wd) + ' would deny · shadow)';
     this.w.text(this.ui.text, text);
     this.draw(last);
   }
 
-  // draw stacks each second's allowed (green) and denied (red) checks as a
-  // bar, oldest left, scaled to the busiest second shown.
+  // draw stacks each second's allowed (green) and denied (red; the shadow
+  // would-denies among them amber) checks as a bar, oldest left, scaled to
+  // the busiest second shown.
   draw(last) {
     const c = this.ctx;
     const W = this.width;
@@ -114,8 +118,13 @@ export class Rate {
       const hd = d / max * (H - 2);
       c.fillStyle = '#16a34a';
       c.fillRect(x, H - 1 - ha, w, ha);
+      const hw = this.at(this.wouldDeny, s) / max * (H - 2);
       c.fillStyle = '#dc2626';
-      c.fillRect(x, H - 1 - ha - hd, w, hd);
+      c.fillRect(x, H - 1 - ha - hd, w, hd - hw);
+      if (hw > 0) {
+        c.fillStyle = '#d97706';
+        c.fillRect(x, H - 1 - ha - hw, w, hw);
+      }
     }
   }
 }
