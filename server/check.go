@@ -117,6 +117,6 @@ func handleCheck(store *configStore, mw *httplimit.Middleware, auth authorizer) 
 		case res.Err != nil:
 			return c.JSON(http.StatusOK, failOpenJSON{Allowed: true, FailOpen: true, Key: key, Policy: pol.Name})
 		}
-		return c.JSON(http.StatusOK, httplimit.NewDecisionBody(res.Decision))
+		return c.JSONBlob(http.StatusOK, httplimit.NewDecisionBody(res.Decision).AppendJSON(make([]byte, 0, 512)))
 	}
 }

@@ -177,15 +177,19 @@ func writeDenied(w http.ResponseWriter, status int, d limiter.Decision) {
 			violated = append(violated, ItemName(d.Policy, len(d.Rules), r.WindowMs))
 		}
 	}
-	w.Header().Set("Retry-After", RetryAfter(d.RetryAfterMs))
-	WriteProblem(w, status, DeniedBody{
+	h := w.Header()
+	h["Retry-After"] = []string{RetryAfter(d.RetryAfterMs)}
+	h["Content-Type"] = []string{ProblemContentType}
+	body := DeniedBody{
 		Type:             QuotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           status,
-		Detail:           fmt.Sprintf("policy %q allows no more now; retry in %d ms", d.Policy, d.RetryAfterMs),
+		Detail:           "policy " + strconv.Quote(d.Policy) + " allows no more now; retry in " + strconv.FormatInt(d.RetryAfterMs, 10) + " ms",
 		ViolatedPolicies: violated,
 		DecisionBody:     NewDecisionBody(d),
-	})
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(body.AppendJSON(make([]byte, 0, 768)))
 }
 
 // writeUnavailable is the fail-closed answer: try again in a second.

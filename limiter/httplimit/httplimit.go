@@ -17,7 +17,6 @@
 package httplimit
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -171,14 +170,12 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Res
 	if err := validate(t); err != nil {
 		return Result{Err: err}.badRequest(w)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), m.cfg.timeout)
-	defer cancel()
 	h := &m.cfg.hooks
 	if h.Start != nil {
 		h.Start()
 	}
 	start := time.Now()
-	d, err := m.lim.Allow(ctx, t.Key, t.Policy.Policy, t.Cost)
+	d, err := m.lim.AllowWithin(r.Context(), m.cfg.timeout, t.Key, t.Policy.Policy, t.Cost)
 	if h.Done != nil {
 		h.Done(t.Policy.Name, time.Since(start), err)
 	}
