@@ -203,17 +203,29 @@ func hotPath(path string) bool {
 }
 
 // securityHeaders sets the usual hardening headers on every response. The
-// page needs no inline script or style, so the policy allows none.
+// page needs no inline script or style, so the policy allows none. The values
+// are shared, set by canonical key: this runs on every request (net/http
+// never writes into a header's value slice; Add appends to a full one, which
+// copies it).
 func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cross-Origin-Opener-Policy", "same-origin")
-		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		for _, kv := range hardening {
+			h[kv.key] = kv.value
+		}
 		return next(c)
 	}
+}
+
+var hardening = []struct {
+	key   string
+	value []string
+}{
+	{"X-Content-Type-Options", []string{"nosniff"}},
+	{"X-Frame-Options", []string{"DENY"}},
+	{"Referrer-Policy", []string{"no-referrer"}},
+	{"Cross-Origin-Opener-Policy", []string{"same-origin"}},
+	{"Content-Security-Policy", []string{"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}},
 }
 
 // healthcheck probes /healthz of a server on this machine: the compose
