@@ -205,3 +205,24 @@ func TestEnvoyBadAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyHealthFailOpen: with the fail mode open every call is answered
+// while Redis is down, so health stays SERVING, as /readyz stays 200.
+func TestEnvoyHealthFailOpen(t *testing.T) {
+	rs := redistest.StartProxy(t, redistest.URL(t))
+	app := startApp(t, map[string]string{"REDIS_URL": rs.URL}, "--grpc-addr", "127.0.0.1:0",
+		"--check-timeout", "200ms", "--tick-interval", "50ms", "--fail-mode", "open")
+	hc := healthpb.NewHealthClient(grpcConn(t, app))
+	rs.Pause()
+	defer rs.Resume()
+	waitFor(t, 15*time.Second, "the live view finds Redis down", func() bool {
+		return strings.Contains(app.Logs(), "redis status changed") && strings.Contains(app.Logs(), "redis=down")
+	})
+	time.Sleep(100 * time.Millisecond) // a wrong NOT_SERVING would follow the log line at once
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: rls.ServiceName})
+	if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health with Redis down and fail mode open: %v %v, want SERVING", r.GetStatus(), err)
+	}
+}
