@@ -26,36 +26,32 @@ func oldest(ms int64) *int64 {
 	return &ms
 }
 
-// newMiddleware is how every entry point decides (the check API, forward
-// auth): one code path for headers, problem documents and fail modes, whose
-// hooks count each check, log Redis failures and send every decision to the
-// live view.
+// newMiddleware is how every HTTP entry point decides (the check API, forward
+// auth): one code path for headers, problem documents and fail modes. Its
+// hooks are checkHooks, which the Envoy rate limit service shares.
 func newMiddleware(a *app) *httplimit.Middleware {
 	failMode := httplimit.FailClosed
 	if a.cfg.FailMode == FailOpen {
 		failMode = httplimit.FailOpen
 	}
+	h := checkHooks{a}
 	return httplimit.New(a.lim,
 		httplimit.WithFailMode(failMode),
 		httplimit.WithTimeout(a.cfg.CheckTimeout),
 		httplimit.WithHooks(httplimit.Hooks{
-			Start: a.metrics.checksActive.Inc,
+			Start: h.started,
 			Done: func(policy string, took time.Duration, err error) {
-				a.metrics.checksActive.Dec()
-				a.metrics.checkDuration.Observe(took.Seconds())
+				h.finished()
+				h.took(took)
 				if err == nil {
 					return
 				}
-				a.metrics.redisErrors.WithLabelValues("check").Inc()
-				a.log.Warn("check failed", "policy", policy, "fail_mode", a.cfg.FailMode, "err", err)
+				h.failed(policy, err)
 				if failMode == httplimit.FailOpen {
-					a.metrics.failOpen.WithLabelValues(policy).Inc()
+					h.failedOpen(policy)
 				}
 			},
-			Decision: func(d limiter.Decision) {
-				a.countDecision(d)
-				a.live.Decision(d)
-			},
+			Decision: h.decided,
 		}))
 }
 

@@ -81,6 +81,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	go func() { _ = a.lim.Run(cacheCtx); close(cacheDone) }()
 	defer func() { stopCache(); <-cacheDone }() // before Redis closes
 	a.mw = newMiddleware(a)
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
+	}
+	envoy, err := listenEnvoy(a)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var redisStatus func(up bool)
+	if envoy != nil {
+		redisStatus = envoy.redisStatus
+	}
 	a.live = live.New(live.Deps{
 		Redis:        rdb,
 		ReadWindow:   a.lim.Window,
@@ -88,15 +101,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Instance:     a.instance,
 		TickInterval: cfg.TickInterval,
 		CheckTimeout: cfg.CheckTimeout,
+		RedisStatus:  redisStatus,
 		Log:          log,
 		Metrics:      a.metrics.live(),
 	})
 	e := newEcho(a)
 
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
-	}
 	srv := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -119,20 +129,31 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
 		"policies", strings.Join(policies, ";"), "config", cfg.ConfigFile, "version", set.version,
 		"routes", len(set.routes), "trusted_proxies", strings.Join(set.trusted.Strings(), ","))
-	if cfg.GRPCAddr != "" {
-		log.Warn("the Envoy rate limit service is not part of this build; --grpc-addr is ignored", "grpc_addr", cfg.GRPCAddr)
+	if envoy != nil {
+		log.Info("envoy rate limit service listening", "addr", envoy.ln.Addr().String())
 	}
 
 	liveDone := make(chan struct{})
 	go func() { a.live.Run(); close(liveDone) }()
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	// Either server failing stops the whole app, the other one gracefully.
+	serveErr := make(chan error, 2)
+	go func() {
+		if err := srv.Serve(ln); err != http.ErrServerClosed {
+			serveErr <- fmt.Errorf("failed to serve: %w", err)
+		}
+	}()
+	if envoy != nil {
+		go func() {
+			if err := envoy.serve(); err != nil {
+				serveErr <- err
+			}
+		}()
+	}
 
+	var failed error
 	select {
-	case err := <-serveErr:
-		a.live.Shutdown(context.Background())
-		<-liveDone
-		return fmt.Errorf("failed to serve: %w", err)
+	case failed = <-serveErr:
+		log.Error("a server failed; stopping", "err", failed)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "timeout", shutdownTimeout.String())
@@ -141,8 +162,22 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// Viewers get a 1001 close; in-flight checks finish; then the live loops stop.
 	a.live.Shutdown(sctx)
 	<-liveDone
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("failed to shut down gracefully: %w", err)
+	// HTTP and gRPC stop together, under one deadline: calls in flight on
+	// either finish, unless the deadline passes first.
+	envoyDone := make(chan struct{})
+	go func() {
+		if envoy != nil {
+			envoy.stop(sctx)
+		}
+		close(envoyDone)
+	}()
+	shutErr := srv.Shutdown(sctx)
+	<-envoyDone
+	switch {
+	case failed != nil:
+		return failed
+	case shutErr != nil:
+		return fmt.Errorf("failed to shut down gracefully: %w", shutErr)
 	}
 	log.Info("stopped")
 	return nil

@@ -19,6 +19,9 @@ import (
 type App struct {
 	URL  string // http://127.0.0.1:port
 	Addr string // 127.0.0.1:port
+	// GRPCAddr is where the Envoy rate limit service listens (host:port), when
+	// the server was started with --grpc-addr (e.g. 127.0.0.1:0); else empty.
+	GRPCAddr string
 
 	out    *logBuffer
 	cancel context.CancelFunc
@@ -66,6 +69,10 @@ func Start(t testing.TB, env map[string]string, args ...string) *App {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// Logged before either server starts serving, so it is there by now.
+	if m := envoyListening.FindStringSubmatch(a.out.String()); m != nil {
+		a.GRPCAddr = m[1]
+	}
 	t.Cleanup(func() {
 		if err := a.Stop(); err != nil {
 			t.Errorf("server stopped with an error: %v", err)
@@ -73,6 +80,9 @@ func Start(t testing.TB, env map[string]string, args ...string) *App {
 	})
 	return a
 }
+
+// envoyListening finds the gRPC listener's address in the text or JSON log.
+var envoyListening = regexp.MustCompile(`msg"?[=:]"?envoy rate limit service listening"?[ ,]"?addr"?[=:]"?([^\s"]+)`)
 
 // Stop cancels the server's context and waits for Run to return.
 func (a *App) Stop() error {

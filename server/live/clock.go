@@ -61,6 +61,9 @@ func (v *View) setStatus(up bool) bool {
 			state = "up"
 		}
 		v.d.Log.Warn("redis status changed", "redis", state)
+		if v.d.RedisStatus != nil {
+			v.d.RedisStatus(up)
+		}
 	}
 	if changed || !up {
 		v.hub.BroadcastLatest(kindStatus, msg)

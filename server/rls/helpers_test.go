@@ -26,7 +26,7 @@ import (
 const testTimeout = 20 * time.Second
 
 // testPolicies are the policies every test server has.
-var testPolicies = []string{"ip=3/60s", "global=100/1m", "burst=37/60s", "cost=5/1m", "multi=2/10s,4/1m"}
+var testPolicies = []string{"ip=3/60s", "global=100/1m", "burst=37/60s", "cost=5/1m", "multi=2/10s,4/1m", "watch=2/60s+shadow"}
 
 // testMappings send domain "edge" descriptors to them.
 var testMappings = []rls.Mapping{
@@ -36,6 +36,7 @@ var testMappings = []rls.Mapping{
 	{Domain: "edge", Keys: []string{"tenant"}, Policy: "cost"},
 	{Domain: "edge", Keys: []string{"remote_address", "path"}, Policy: "multi"},
 	{Domain: "edge", Keys: []string{"gone"}, Policy: "removed-by-a-reload"},
+	{Domain: "edge", Keys: []string{"watch"}, Policy: "watch"},
 }
 
 // harness is a served Service on a real TCP port, a client of it, and what

@@ -22,7 +22,9 @@ const (
 )
 
 // respond builds the answer from the outcomes, one status per descriptor in
-// the request's order: OVER_LIMIT overall when any descriptor was denied.
+// the request's order: OVER_LIMIT overall when any descriptor was denied. A
+// shadow policy's would-deny (SPEC §9) is answered as allowed: OK, no
+// Retry-After.
 func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
@@ -35,7 +37,7 @@ func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *r
 			continue
 		}
 		resp.Statuses[i] = descriptorStatus(o.d)
-		if !o.d.Allowed {
+		if o.d.Denied() {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			retryMs = max(retryMs, o.d.RetryAfterMs)
 		}
@@ -49,15 +51,19 @@ func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *r
 	return resp
 }
 
-// descriptorStatus describes one decision by its binding rule.
+// descriptorStatus describes one decision by its binding rule. A would-deny
+// reads as an allow (duration_until_reset 0): Envoy turns the status into
+// what its client sees, and a shadow policy must not change that.
 func descriptorStatus(d limiter.Decision) *rlsv3.RateLimitResponse_DescriptorStatus {
 	code := rlsv3.RateLimitResponse_OK
-	if !d.Allowed {
+	var retry time.Duration
+	if d.Denied() {
 		code = rlsv3.RateLimitResponse_OVER_LIMIT
+		retry = time.Duration(d.RetryAfterMs) * time.Millisecond
 	}
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{
 		Code:               code,
-		DurationUntilReset: durationpb.New(time.Duration(d.RetryAfterMs) * time.Millisecond),
+		DurationUntilReset: durationpb.New(retry),
 	}
 	if len(d.Rules) > 0 { // always, from the limiter
 		b := d.Bound()
@@ -154,9 +160,9 @@ func responseHeaders(outs []outcome, headers func(limiter.Decision) (string, str
 // bindsMore reports whether a binds more than b.
 func bindsMore(a, b limiter.Decision) bool {
 	switch {
-	case a.Allowed != b.Allowed:
-		return !a.Allowed
-	case !a.Allowed:
+	case a.Denied() != b.Denied():
+		return a.Denied()
+	case a.Denied():
 		return a.RetryAfterMs > b.RetryAfterMs
 	default:
 		return remaining(a) < remaining(b)

@@ -47,7 +47,8 @@ type Metrics struct {
 	Duration func(time.Duration)
 	// Decided counts a decision (ratescope_decisions_total).
 	Decided func(limiter.Decision)
-	// RedisError counts a limiter call that failed or timed out.
+	// RedisError counts and reports a limiter call that failed or timed out;
+	// when nil, Deps.Log gets a warning instead.
 	RedisError func(policy string, err error)
 	// FailOpen counts a descriptor answered OK because the limiter failed and
 	// the fail mode is open (ratescope_fail_open_total).
@@ -79,7 +80,9 @@ type Deps struct {
 	// that were decided keep their answers.
 	FailOpen bool
 	Metrics  Metrics
-	// Log gets a warning per failed limiter call; nil discards them.
+	// Log gets a warning per failed limiter call (unless Metrics.RedisError
+	// reports them) and per descriptor mapped to a missing policy; nil
+	// discards them.
 	Log *slog.Logger
 }
 
@@ -208,8 +211,9 @@ func (s *Service) allow(ctx context.Context, c check) outcome {
 		}
 		if m.RedisError != nil {
 			m.RedisError(c.policy.Name, err)
+		} else {
+			s.deps.Log.Warn("envoy check failed", "policy", c.policy.Name, "fail_open", s.deps.FailOpen, "err", err)
 		}
-		s.deps.Log.Warn("envoy check failed", "policy", c.policy.Name, "fail_open", s.deps.FailOpen, "err", err)
 		return outcome{err: err}
 	}
 	if m.Decided != nil {
