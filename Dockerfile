@@ -15,4 +15,6 @@ COPY --from=build /out/ratescope /ratescope
 USER nonroot:nonroot
 ENV RATESCOPE_ADDR=:8080
 EXPOSE 8080
+# 8081: the Envoy rate limit service, with RATESCOPE_GRPC_ADDR=:8081
+EXPOSE 8081
 ENTRYPOINT ["/ratescope"]
