@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/views"
 )
 
 // Bounds of a lab's rule (SPEC §8).
@@ -122,5 +125,52 @@ func handleLabReset(a *app) echo.HandlerFunc {
 		}
 		a.live.LabReset(lab)
 		return c.NoContent(http.StatusNoContent)
+	}
+}
+
+// Defaults of the lab page: the rule of the demo policy and the traffic that
+// shows what the sliding log prevents.
+const (
+	labDefaultLimit   = 5
+	labDefaultWindowS = 10
+	labDefaultTraffic = "boundary"
+)
+
+var (
+	fieldWindow  = field{name: "window"}
+	fieldTraffic = field{name: "traffic"}
+)
+
+// handleLabPage renders the lab: GET /lab?lab=&limit=&window=&traffic=
+// preselects; with no lab name the page gets a fresh random one.
+func handleLabPage(a *app) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, err := readParams(c, fieldLab, fieldLimit, fieldWindow, fieldTraffic)
+		if err != nil {
+			return err
+		}
+		if _, ok := p.values["lab"]; !ok {
+			p.values["lab"] = "lab-" + uuid.NewString()[:8]
+		}
+		lab := p.lab()
+		limit := p.integer("limit", labDefaultLimit, 1, labMaxLimit)
+		window := p.integer("window", labDefaultWindowS, labMinWindowMs/1000, labMaxWindowMs/1000)
+		traffic, ok := p.values["traffic"]
+		if !ok {
+			traffic = labDefaultTraffic
+		} else if !slices.ContainsFunc(views.LabTraffic, func(t struct{ Value, Label string }) bool { return t.Value == traffic }) {
+			p.fail("traffic", "must be steady, burst, boundary or random")
+		}
+		if err := p.problem(); err != nil {
+			return err
+		}
+		page := views.LabPage{
+			Lab: lab, Limit: limit, WindowS: window, Traffic: traffic, Algorithms: limiter.Algorithms,
+			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
+		}
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+		c.Response().Header().Set("Cache-Control", "no-store")
+		c.Response().WriteHeader(http.StatusOK)
+		return views.Lab(page).Render(c.Request().Context(), c.Response())
 	}
 }

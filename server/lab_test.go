@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
@@ -167,4 +169,34 @@ func TestLabStream(t *testing.T) {
 	}
 	onA.conn.Close(websocket.StatusNormalClosure, "")
 	onB.next("viewers", func(m map[string]any) bool { return m["count"] == 1.0 })
+}
+
+// TestLabPage: GET /lab preselects lab, limit and window, picks a random lab
+// when none is named, and refuses bad values with a 400 naming the field.
+func TestLabPage(t *testing.T) {
+	app := startApp(t, nil)
+	_, html := doRaw(t, "GET", app.URL+"/lab?lab=class-7&limit=7&window=30")
+	doc, err := goquery.NewDocumentFromReader(strings.NewReader(html))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sel, want := range map[string]string{`[data-testid="lab-limit"]`: "7", `[data-testid="lab-window"]`: "30", `[data-testid="lab-name"]`: "class-7"} {
+		if got := doc.Find(sel).AttrOr("value", ""); got != want {
+			t.Errorf("GET /lab?lab=class-7&limit=7&window=30: %s = %q, want %q", sel, got, want)
+		}
+	}
+	_, a := doRaw(t, "GET", app.URL+"/lab")
+	_, b := doRaw(t, "GET", app.URL+"/lab")
+	re := regexp.MustCompile(`data-lab="([^"]+)"`)
+	ma, mb := re.FindStringSubmatch(a), re.FindStringSubmatch(b)
+	if ma == nil || mb == nil || ma[1] == mb[1] {
+		t.Errorf("two visits without a lab name got labs %v and %v, want two random ones", ma, mb)
+	}
+	for q, field := range map[string]string{"limit=0": "limit", "limit=101": "limit", "window=61": "window", "window=0": "window", "lab=a%20b": "lab", "traffic=flood": "traffic"} {
+		r := do(t, "GET", app.URL+"/lab?"+q, "")
+		errs, _ := r.body["errors"].([]any)
+		if r.status != http.StatusBadRequest || len(errs) != 1 || errs[0].(map[string]any)["field"] != field {
+			t.Errorf("GET /lab?%s: %d %s, want 400 naming %s", q, r.status, r.raw, field)
+		}
+	}
 }

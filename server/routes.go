@@ -21,6 +21,7 @@ func routes(e *echo.Echo, a *app) {
 	e.Any(forwardAuthPrefix+"/*", forwardAuth)
 
 	e.GET("/", handlePage(a))
+	e.GET("/lab", handleLabPage(a))
 	e.GET("/static/*", handleStatic())
 	e.GET("/ws", handleWS(a, a.live))
 	e.GET("/ws/lab", handleLabWS(a, a.live))
