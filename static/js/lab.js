@@ -114,7 +114,7 @@ function drawAxis(axis) {
     const step = axis.windowMs * Math.max(1, Math.ceil((axis.end - axis.start) / axis.windowMs / 8));
     for (let t = axis.start; t <= axis.end; t += step) {
       const tick = document.createElement('span');
-      tick.className = 'lab-tick';
+      tick.className = 'lab-tick' + (t === axis.start ? ' lab-tick-first' : t + step > axis.end ? ' lab-tick-last' : '');
       tick.style.left = x(axis, t) + '%';
       tick.textContent = '+' + (t - axis.start) / 1000 + ' s';
       frag.appendChild(tick);
@@ -141,14 +141,14 @@ function laneContent(alg, axis, s) {
     band.title = s.max + ' allowed in this window';
     frag.appendChild(band);
   }
-  const stack = new Map(); // marks in one column are stacked
+  let prev = -Infinity; // marks closer than a mark's width are stacked
+  let k = 0;
   for (const r of model.requests) {
     const d = r.results[alg];
     if (!d) continue;
     const left = x(axis, r.nowMs);
-    const col = Math.round(left * 2);
-    const k = stack.get(col) || 0;
-    stack.set(col, k + 1);
+    k = left - prev < 0.6 ? k + 1 : 0;
+    if (k === 0) prev = left;
     const mark = document.createElement('i');
     mark.className = 'lab-mark ' + (d.allowed ? 'lab-ok' : 'lab-no') + (model.differs(r, alg) ? ' lab-diff' : '');
     mark.dataset.testid = 'lab-mark';
@@ -156,7 +156,7 @@ function laneContent(alg, axis, s) {
     mark.dataset.id = r.id;
     mark.dataset.ms = String(r.nowMs);
     mark.style.left = left + '%';
-    mark.style.top = 5 + (k % 4) * 9 + 'px';
+    mark.style.top = 4 + (k % 5) * 8 + 'px';
     mark.title = (d.allowed ? 'allowed' : 'denied, retry in ' + d.retryAfterMs + ' ms') + ' at ' + r.nowMs;
     frag.appendChild(mark);
   }
