@@ -72,6 +72,24 @@ func TestAllowEachDecidesAllInOneCall(t *testing.T) {
 			}
 		})
 	}
+	t.Run("cluster", func(t *testing.T) {
+		// One MULTI/EXEC on a cluster needs every key in one slot: the
+		// client key's hash tag puts them there.
+		c := redistest.StartCluster(t).Client()
+		lim := limiter.New(c)
+		ps := labPolicies(t, "2/10s")
+		for i := range 3 {
+			ds, err := lim.AllowEach(context.Background(), "lab:cluster", ps, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				if d.Allowed != (i < 2) {
+					t.Errorf("request %d under %s: allowed %v", i+1, d.Algorithm, d.Allowed)
+				}
+			}
+		}
+	})
 	t.Run("one round trip", func(t *testing.T) {
 		c := newClient(t, redistest.RealURL(t))
 		lim := limiter.New(c)
@@ -89,6 +107,24 @@ func TestAllowEachDecidesAllInOneCall(t *testing.T) {
 		if after["multi"]-before["multi"] != 1 || after["exec"]-before["exec"] != 1 || after["evalsha"]-before["evalsha"] != 5 {
 			t.Errorf("one AllowEach ran multi %d, exec %d, evalsha %d; want 1, 1, 5",
 				after["multi"]-before["multi"], after["exec"]-before["exec"], after["evalsha"]-before["evalsha"])
+		}
+		// A Redis that lost its scripts (a restart) fails each EVALSHA inside
+		// the transaction without running it: they are sent again in full,
+		// and each request still counts once.
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := lim.AllowEach(ctx, key, ps, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if !d.Allowed || d.Bound().Remaining != 0 {
+				t.Errorf("the third of 3 after SCRIPT FLUSH under %s: allowed %v, remaining %d; want allowed, 0", d.Algorithm, d.Allowed, d.Bound().Remaining)
+			}
+		}
+		if n := c.ZCard(ctx, limiter.RedisKey(key, "lab")).Val(); n != 3 {
+			t.Errorf("the log holds %d entries after three requests, want 3", n)
 		}
 	})
 	t.Run("bad input", func(t *testing.T) {

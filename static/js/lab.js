@@ -163,6 +163,15 @@ function laneContent(alg, axis, s) {
   return frag;
 }
 
+// clockKnown waits (up to 3 s) for a tick: the boundary is an edge on the
+// limiter's clock, not this browser's.
+async function clockKnown() {
+  for (let i = 0; offset === null && i < 60; i++) {
+    progress('waiting for the limiter’s clock');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 function showError(msg) {
   const el = byId('lab-error');
   el.textContent = msg;
@@ -208,6 +217,7 @@ async function runTraffic(ev) {
   running = true;
   runButton.disabled = true;
   try {
+    if (f.traffic === 'boundary') await clockKnown();
     for (let attempt = 1; ; attempt++) {
       progress('resetting the lab');
       await reset(lab);
