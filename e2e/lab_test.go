@@ -194,3 +194,36 @@ func TestLabTwoTabs(t *testing.T) {
 		t.Errorf("a burst of 6 under 3 per 5 s: log allowed %s, want 3", a.Counts["log"])
 	}
 }
+
+// TestModuleLabModel: the lab's counts, its max in any sliding window (an
+// entry exactly one window older is out), disagreements with the log, the
+// axis of whole windows, and one mark per request id.
+func TestModuleLabModel(t *testing.T) {
+	tb := moduleTab(t)
+	runModuleCase(t, tb, `
+  const { LabModel, maxInWindow, summary } = await import('/static/js/lab-model.js');
+  eq('empty', maxInWindow([], 1000), 0);
+  eq('one window', maxInWindow([0, 1, 2, 999], 1000), 4);
+  eq('the cutoff is out', maxInWindow([0, 1000], 1000), 1);
+  eq('a later busier window', maxInWindow([0, 500, 1400, 1450, 1499], 1000), 4);
+  const algs = ['log', 'fixed', 'counter', 'gcra', 'bucket'];
+  const m = new LabModel(algs);
+  const msg = (id, nowMs, allowedBy) => ({ type: 'lab', lab: 'x', id: id, limit: 2, windowMs: 10000, nowMs: nowMs,
+    results: algs.map((a) => ({ algorithm: a, allowed: allowedBy.includes(a), remaining: 0, retryAfterMs: 0 })) });
+  eq('added', m.add(msg('a', 19900, algs)), true);
+  eq('the same id again', m.add(msg('a', 19900, algs)), false);
+  m.add(msg('c', 20100, ['fixed', 'counter', 'gcra', 'bucket']));
+  m.add(msg('b', 19950, algs)); // arrives late: sorted by nowMs
+  m.add(msg('d', 20150, ['fixed']));
+  eq('order', m.requests.map((r) => r.id), ['a', 'b', 'c', 'd']);
+  const s = m.stats();
+  eq('log', [s.log.allowed, s.log.denied, s.log.max, s.log.differs], [2, 2, 2, 0]);
+  eq('fixed', [s.fixed.allowed, s.fixed.max, s.fixed.differs], [4, 4, 2]);
+  eq('gcra', [s.gcra.allowed, s.gcra.max, s.gcra.differs], [3, 3, 1]);
+  eq('axis of whole windows', m.axis(), { start: 10000, end: 30000, windowMs: 10000 });
+  const text = summary(m, s, 'boundary');
+  if (!text.includes('fixed window let up to 4') || !text.includes('never allowed more than 2')) out.push('summary: ' + text);
+  m.clear();
+  eq('cleared', [m.requests.length, m.axis()], [0, null]);
+`)
+}

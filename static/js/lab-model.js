@@ -96,7 +96,7 @@ export class LabModel {
 
 const NAMES = { log: 'the log', fixed: 'fixed window', counter: 'the sliding counter', gcra: 'GCRA', bucket: 'the token bucket' };
 
-function list(algs) {
+export function list(algs) {
   const names = algs.map((a) => NAMES[a] || a);
   if (names.length <= 1) return names.join('');
   return names.slice(0, -1).join(', ') + ' and ' + names[names.length - 1];
@@ -113,8 +113,9 @@ export function summary(model, stats, traffic) {
   const differ = model.algorithms.filter((a) => stats[a].differs > 0);
   let s = n + ' request' + (n === 1 ? '' : 's') + ' under ' + rule + ': ';
   if (over.length) {
-    const worst = Math.max(...over.map((a) => stats[a].max));
-    s += list(over) + ' let up to ' + worst + ' through within one ' + secs + ' s window';
+    over.sort((a, b) => stats[b].max - stats[a].max);
+    s += (NAMES[over[0]] || over[0]) + ' let up to ' + stats[over[0]].max + ' through within one ' + secs + ' s window';
+    if (over.length > 1) s += ' (' + over.slice(1).map((a) => (NAMES[a] || a) + ' ' + stats[a].max).join(', ') + ')';
     if (over.includes(FIXED) && traffic === 'boundary') {
       s += ' — the burst before the edge and the one after it count in different fixed windows';
     }
