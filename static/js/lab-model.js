@@ -118,6 +118,8 @@ export function summary(model, stats, traffic) {
     if (over.length > 1) s += ' (' + over.slice(1).map((a) => (NAMES[a] || a) + ' ' + stats[a].max).join(', ') + ')';
     if (over.includes(FIXED) && traffic === 'boundary') {
       s += ' — the burst before the edge and the one after it count in different fixed windows';
+    } else if (over[0] === 'gcra' || over[0] === 'bucket') {
+      s += ' — GCRA and the bucket allow a burst of limit and keep refilling at limit per window, so one window can hold nearly twice the limit';
     }
     s += ', while the log never allowed more than ' + stats[LOG].max + '.';
   } else if (differ.length) {
