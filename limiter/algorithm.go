@@ -3,6 +3,8 @@ package limiter
 import (
 	"context"
 	"slices"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The algorithms a policy may choose with @ALGORITHM (SPEC §8).
@@ -38,6 +40,9 @@ type algorithm interface {
 	// also returns, per rule, the wait until a request of cost 1 would fit
 	// (0 where one fits now): what the local deny cache needs.
 	allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error)
+	// prepare builds the script call that decides one request of cost >= 1
+	// for a valid key, so several can share one round trip (AllowEach).
+	prepare(key string, p Policy, cost int) prepared
 	// window describes the state without consuming anything.
 	window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error)
 }
@@ -85,3 +90,12 @@ func allStateKeys(key, policy string) []string {
 
 // knownAlgorithm reports whether name is one of Algorithms.
 func knownAlgorithm(name string) bool { return slices.Contains(Algorithms, name) }
+
+// prepared is one decision script call, ready to send, and how to read its
+// reply into a Decision (and, when denied, each rule's wait for cost 1).
+type prepared struct {
+	script *redis.Script
+	key    string
+	args   []any
+	decide func(res []int64) (Decision, []int64, error)
+}

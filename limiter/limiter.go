@@ -32,6 +32,7 @@ const MaxSnapshot = 1000
 type rediser interface {
 	redis.Scripter
 	Pipeline() redis.Pipeliner
+	TxPipeline() redis.Pipeliner
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 

@@ -25,22 +25,34 @@ var (
 // clock.
 type logAlgorithm struct{}
 
-func (logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error) {
+func (a logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error) {
+	c := a.prepare(key, p, cost)
+	res, err := l.eval(ctx, c.script, c.key, c.args)
+	if err != nil {
+		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
+	}
+	return c.decide(res)
+}
+
+func (logAlgorithm) prepare(key string, p Policy, cost int) prepared {
 	member := uuid.NewString()
 	args := make([]any, 0, 3+2*len(p.Rules))
 	args = append(args, cost, member, MaxEvict)
 	for _, r := range p.Rules {
 		args = append(args, r.Limit, r.WindowMs())
 	}
-	res, err := l.eval(ctx, checkScript, RedisKey(key, p.Name), args)
-	if err != nil {
-		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
+	return prepared{
+		script: checkScript,
+		key:    RedisKey(key, p.Name),
+		args:   args,
+		decide: func(res []int64) (Decision, []int64, error) {
+			if len(res) != 2+logValues*len(p.Rules) {
+				return Decision{}, nil, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
+			}
+			d, retry1 := decideLog(key, p, cost, member, res)
+			return d, retry1, nil
+		},
 	}
-	if len(res) != 2+logValues*len(p.Rules) {
-		return Decision{}, nil, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
-	}
-	d, retry1 := decideLog(key, p, cost, member, res)
-	return d, retry1, nil
 }
 
 // logValues is how many numbers the check script returns per rule: count,

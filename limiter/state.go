@@ -32,25 +32,29 @@ type stateAlgorithm struct {
 	describe func(s *RuleState, nowMs int64, raw [3]int64)
 }
 
-// run runs the script; with cost > 0 it decides (and returns each rule's
-// wait until a request of cost 1 fits, when denied), with cost 0 it looks.
-func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Policy, cost int) (bool, int64, []RuleState, []int64, error) {
+// run runs the script with cost 0: a look that decides and writes nothing.
+func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Policy) (int64, []RuleState, error) {
+	k, args := a.args(key, p, 0)
+	res, err := a.script.Run(ctx, l.rdb, []string{k}, args...).Int64Slice()
+	if err != nil {
+		return 0, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
+	}
+	_, now, rules, _, err := a.read(p, 0, res)
+	return now, rules, err
+}
+
+func (a stateAlgorithm) args(key string, p Policy, cost int) (string, []any) {
 	args := make([]any, 0, 1+2*len(p.Rules))
 	args = append(args, cost)
 	for _, r := range p.Rules {
 		args = append(args, r.Limit, r.WindowMs())
 	}
-	k := AlgorithmKey(key, p.Name, a.name)
-	var res []int64
-	var err error
-	if cost > 0 {
-		res, err = l.eval(ctx, a.script, k, args)
-	} else {
-		res, err = a.script.Run(ctx, l.rdb, []string{k}, args...).Int64Slice()
-	}
-	if err != nil {
-		return false, 0, nil, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
-	}
+	return AlgorithmKey(key, p.Name, a.name), args
+}
+
+// read parses the script's reply; when a request of cost > 0 was denied it
+// also returns each rule's wait until a request of cost 1 fits.
+func (a stateAlgorithm) read(p Policy, cost int, res []int64) (bool, int64, []RuleState, []int64, error) {
 	if len(res) != 2+stateValues*len(p.Rules) {
 		return false, 0, nil, nil, fmt.Errorf("failed to read the %s script's reply: %d values", a.name, len(res))
 	}
@@ -82,25 +86,42 @@ func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Polic
 }
 
 func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error) {
-	allowed, now, rules, retry1, err := a.run(ctx, l, key, p, cost)
+	c := a.prepare(key, p, cost)
+	res, err := l.eval(ctx, c.script, c.key, c.args)
 	if err != nil {
-		return Decision{}, nil, err
+		return Decision{}, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
 	}
-	d := Decision{Allowed: allowed, Key: key, Policy: p.Name, Algorithm: a.name, Cost: cost, NowMs: now, Rules: rules}
-	if allowed {
-		d.ID = uuid.NewString()
+	return c.decide(res)
+}
+
+func (a stateAlgorithm) prepare(key string, p Policy, cost int) prepared {
+	k, args := a.args(key, p, cost)
+	return prepared{
+		script: a.script,
+		key:    k,
+		args:   args,
+		decide: func(res []int64) (Decision, []int64, error) {
+			allowed, now, rules, retry1, err := a.read(p, cost, res)
+			if err != nil {
+				return Decision{}, nil, err
+			}
+			d := Decision{Allowed: allowed, Key: key, Policy: p.Name, Algorithm: a.name, Cost: cost, NowMs: now, Rules: rules}
+			if allowed {
+				d.ID = uuid.NewString()
+			}
+			for _, r := range rules {
+				if r.Violated {
+					d.RetryAfterMs = max(d.RetryAfterMs, r.RetryMs)
+				}
+			}
+			d.Binding = binding(d)
+			return d, retry1, nil
+		},
 	}
-	for _, r := range rules {
-		if r.Violated {
-			d.RetryAfterMs = max(d.RetryAfterMs, r.RetryMs)
-		}
-	}
-	d.Binding = binding(d)
-	return d, retry1, nil
 }
 
 func (a stateAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error) {
-	_, now, rules, _, err := a.run(ctx, l, key, p, 0)
+	now, rules, err := a.run(ctx, l, key, p)
 	if err != nil {
 		return Window{}, err
 	}

@@ -13,14 +13,18 @@ func routes(e *echo.Echo, a *app) {
 	api.DELETE("/window", handleReset(a))
 	api.GET("/policies", handlePolicies(a.store))
 	api.POST("/race", handleRace(a))
+	api.POST("/lab/check", handleLabCheck(a))
+	api.DELETE("/lab", handleLabReset(a))
 
 	forwardAuth := handleForwardAuth(a.store, a.mw)
 	e.Any(forwardAuthPrefix, forwardAuth)
 	e.Any(forwardAuthPrefix+"/*", forwardAuth)
 
 	e.GET("/", handlePage(a))
+	e.GET("/lab", handleLabPage(a))
 	e.GET("/static/*", handleStatic())
 	e.GET("/ws", handleWS(a, a.live))
+	e.GET("/ws/lab", handleLabWS(a, a.live))
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(a))

@@ -35,6 +35,33 @@ func handleWS(a *app, l *live.View) echo.HandlerFunc {
 	}
 }
 
+// handleLabWS checks a lab stream request — GET /ws/lab?lab= — and hands the
+// connection to the live view. Labs are a sandbox: no token; origins as /ws.
+func handleLabWS(a *app, l *live.View) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, err := readParams(c, fieldLab)
+		if err != nil {
+			return err
+		}
+		lab := p.lab()
+		if err := p.problem(); err != nil {
+			return err
+		}
+		if !originAllowed(c.Request(), a.cfg.AllowedOrigins) {
+			return newProblem(http.StatusForbidden, "origin "+truncate(c.Request().Header.Get("Origin"), 100)+" may not open this stream; see --allowed-origins")
+		}
+		conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{
+			InsecureSkipVerify: true, // the origin was checked above, with a problem document on failure
+		})
+		if err != nil {
+			return nil // Accept has answered the client
+		}
+		defer conn.CloseNow()
+		l.ServeLab(conn, lab)
+		return nil
+	}
+}
+
 // originAllowed admits requests without an Origin (not from a browser), from
 // the request's own host, or from --allowed-origins (a full origin such as
 // https://app.example.com, a host, or a host pattern such as *.example.com).

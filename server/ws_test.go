@@ -30,9 +30,15 @@ type viewer struct {
 
 func watch(t testing.TB, app *apptest.App, query string, opts *websocket.DialOptions) *viewer {
 	t.Helper()
+	return watchAt(t, app, "/ws", query, opts)
+}
+
+// watchAt opens the stream at path (/ws or /ws/lab).
+func watchAt(t testing.TB, app *apptest.App, path, query string, opts *websocket.DialOptions) *viewer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	conn, _, err := websocket.Dial(ctx, "ws://"+app.Addr+"/ws?"+query, opts)
+	conn, _, err := websocket.Dial(ctx, "ws://"+app.Addr+path+"?"+query, opts)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

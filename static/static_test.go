@@ -18,6 +18,8 @@ var testIDs = []string{
 	"send", "boundary-test", "boundary-result", "reset",
 	"log", "log-entry", "race-naive", "race-atomic", "race-result",
 	"key", "policy", "viewers", "status", "rate",
+	// The lab (SPEC §8); its per-algorithm testids are built from the names.
+	"lab", "lab-limit", "lab-window", "lab-traffic", "lab-run", "lab-mark",
 }
 
 func readFile(t *testing.T, name string) string {
@@ -50,7 +52,7 @@ func modules(t *testing.T) map[string]string {
 }
 
 func TestEmbedsAssets(t *testing.T) {
-	for _, name := range []string{"js/main.js", "js/messages.js", "app.css", "favicon.svg"} {
+	for _, name := range []string{"js/main.js", "js/messages.js", "js/lab.js", "app.css", "lab.css", "favicon.svg"} {
 		readFile(t, name)
 	}
 }

@@ -29,6 +29,8 @@ const (
 	kindDecision = TypeDecision
 	kindReset    = TypeReset
 	kindRace     = TypeRace
+	kindLab      = TypeLab
+	kindLabReset = TypeLabReset
 	kindPresence = "presence"
 )
 
@@ -170,11 +172,13 @@ func (v *View) receive(payload []byte) {
 		switch e.Kind {
 		case kindPresence:
 			v.remotePresence(e.Origin, e.Viewers)
-		case kindDecision, kindReset, kindRace:
+		case kindDecision, kindReset, kindRace, kindLab, kindLabReset:
 			w := windowFromWire(e.Topic)
 			if v.hub.Count(w) > 0 {
 				v.hub.Publish(w, e.Msg)
-				v.snapshots.markDirty(w)
+				if !w.IsLab() {
+					v.snapshots.markDirty(w)
+				}
 			}
 		}
 	}

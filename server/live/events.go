@@ -45,7 +45,7 @@ func (v *View) event(kind string, w Window, build func() []byte) {
 		v.send(env)
 	}
 	v.order.Unlock()
-	if local {
+	if local && !w.IsLab() {
 		v.snapshots.markDirty(w)
 	}
 }

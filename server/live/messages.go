@@ -17,6 +17,8 @@ const (
 	TypeReset    = "reset"
 	TypeRace     = "race"
 	TypeViewers  = "viewers"
+	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
+	TypeLabReset = "labReset" // a lab's windows were emptied
 )
 
 // Each message below is encoded once and the same bytes go to every viewer.

@@ -32,21 +32,29 @@ var frames = sync.Pool{New: func() any { return new([]byte) }}
 // request and accepted the WebSocket; Serve closes it with a status, and the
 // caller may CloseNow it afterwards.
 func (v *View) Serve(conn *websocket.Conn, key string, p limiter.Policy) {
+	w := Window{Key: key, Policy: p.Name}
+	v.serve(conn, w, func() [][]byte {
+		first := [][]byte{helloMessage(v.d.Instance, key, p, v.d.TickInterval.Milliseconds()), *v.clock.status.Load()}
+		if snap, ok := v.snapshot(v.ctx, w); ok {
+			first = append(first, snap)
+		}
+		return first
+	})
+}
+
+// serve subscribes conn to w, sends the first messages, then streams w's
+// messages until the viewer leaves, falls behind or the server shuts down.
+func (v *View) serve(conn *websocket.Conn, w Window, first func() [][]byte) {
 	v.conns.Add(1)
 	defer v.conns.Done()
 	conn.SetReadLimit(readLimit)
 	ctx := readControl(conn)
-	w := Window{Key: key, Policy: p.Name}
 	sub := v.hub.Subscribe(w)
 	defer sub.Close()
 	s := newStream(v, conn, w)
 	defer s.watchdog.Stop()
 
-	first := [][]byte{helloMessage(v.d.Instance, key, p, v.d.TickInterval.Milliseconds()), *v.clock.status.Load()}
-	if snap, ok := v.snapshot(ctx, w); ok {
-		first = append(first, snap)
-	}
-	if !s.deliver(first, sub) {
+	if !s.deliver(first(), sub) {
 		return
 	}
 

@@ -10,6 +10,8 @@ export const MSG = Object.freeze({
   RESET: 'reset',
   RACE: 'race',
   VIEWERS: 'viewers',
+  LAB: 'lab', // one lab request decided by all five algorithms (SPEC §8)
+  LAB_RESET: 'labReset', // a lab's windows were emptied
 });
 
 // decodeFrame returns the messages one text frame carries, in order: a frame

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/views"
+)
+
+// Bounds of a lab's rule (SPEC §8).
+const (
+	labMaxName     = 64
+	labMaxLimit    = 100
+	labMinWindowMs = 1000
+	labMaxWindowMs = 60_000
+	// labPolicy names the lab's policies in Redis: a lab's state lives under
+	// the client key "lab:<name>", e.g. rate_limit:{lab:demo}:lab:fixed.
+	labPolicy = "lab"
+)
+
+var (
+	fieldLab      = field{name: "lab"}
+	fieldLimit    = field{name: "limit", integer: true}
+	fieldWindowMs = field{name: "windowMs", integer: true}
+)
+
+// labKey is the client key of a lab's five windows.
+func labKey(lab string) string { return "lab:" + lab }
+
+// labPolicies is the rule under every algorithm, in SPEC §8's order. Built
+// by hand: a lab's window is whole milliseconds, not whole seconds.
+func labPolicies(limit int, windowMs int64) []limiter.Policy {
+	ps := make([]limiter.Policy, len(limiter.Algorithms))
+	for i, a := range limiter.Algorithms {
+		ps[i] = limiter.Policy{
+			Name:      labPolicy,
+			Rules:     []limiter.Rule{{Limit: limit, Window: time.Duration(windowMs) * time.Millisecond}},
+			Algorithm: a,
+		}
+	}
+	return ps
+}
+
+// lab validates the lab name: the key alphabet of SPEC §3, 1-64 bytes.
+func (p *params) lab() string {
+	name, ok := p.values["lab"]
+	switch {
+	case p.failed("lab"):
+	case !ok:
+		p.fail("lab", "is required")
+	case len(name) > labMaxName || limiter.ValidateKey(name) != nil:
+		p.fail("lab", "%q is not a valid lab name: use 1-%d bytes of A-Z a-z 0-9 . _ : @ / + = -", truncate(name, 80), labMaxName)
+	}
+	return name
+}
+
+// required reads a whole number in [lo, hi] that must be given.
+func (p *params) required(name string, lo, hi int) int {
+	if _, ok := p.values[name]; !ok && !p.failed(name) {
+		p.fail(name, "is required (from %d to %d)", lo, hi)
+		return 0
+	}
+	return p.integer(name, 0, lo, hi)
+}
+
+// handleLabCheck decides one request under all five algorithms for one rule,
+// in one round trip: POST /api/v1/lab/check. Labs are a sandbox: no token.
+func handleLabCheck(a *app) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, err := readParams(c, fieldLab, fieldLimit, fieldWindowMs, fieldCost)
+		if err != nil {
+			return err
+		}
+		lab := p.lab()
+		limit := p.required("limit", 1, labMaxLimit)
+		windowMs := p.required("windowMs", labMinWindowMs, labMaxWindowMs)
+		cost := 1
+		if !p.failed("limit") && limit > 0 {
+			cost = p.integer("cost", 1, 1, limit)
+		}
+		if err := p.problem(); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
+		defer cancel()
+		ds, err := a.lim.AllowEach(ctx, labKey(lab), labPolicies(limit, int64(windowMs)), cost)
+		if err != nil {
+			if errors.Is(err, limiter.ErrInvalidCost) {
+				return badRequest([]httplimit.FieldError{{Field: "cost", Detail: err.Error()}})
+			}
+			a.metrics.redisErrors.WithLabelValues("lab").Inc()
+			return unavailable("failed to decide in Redis; try again shortly")
+		}
+		out := live.NewLabResult(lab, limit, int64(windowMs), cost, ds)
+		a.live.Lab(out)
+		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// handleLabReset empties a lab's five windows: DELETE /api/v1/lab?lab=.
+func handleLabReset(a *app) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, err := readParams(c, fieldLab)
+		if err != nil {
+			return err
+		}
+		lab := p.lab()
+		if err := p.problem(); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
+		defer cancel()
+		if err := a.lim.Reset(ctx, labKey(lab), limiter.Policy{Name: labPolicy}); err != nil {
+			a.metrics.redisErrors.WithLabelValues("lab").Inc()
+			return unavailable("failed to reset the lab in Redis; try again shortly")
+		}
+		a.live.LabReset(lab)
+		return c.NoContent(http.StatusNoContent)
+	}
+}
+
+// Defaults of the lab page: the rule of the demo policy and the traffic that
+// shows what the sliding log prevents.
+const (
+	labDefaultLimit   = 5
+	labDefaultWindowS = 10
+	labDefaultTraffic = "boundary"
+)
+
+var (
+	fieldWindow  = field{name: "window"}
+	fieldTraffic = field{name: "traffic"}
+)
+
+// handleLabPage renders the lab: GET /lab?lab=&limit=&window=&traffic=
+// preselects; with no lab name the page gets a fresh random one.
+func handleLabPage(a *app) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, err := readParams(c, fieldLab, fieldLimit, fieldWindow, fieldTraffic)
+		if err != nil {
+			return err
+		}
+		if _, ok := p.values["lab"]; !ok {
+			p.values["lab"] = "lab-" + uuid.NewString()[:8]
+		}
+		lab := p.lab()
+		limit := p.integer("limit", labDefaultLimit, 1, labMaxLimit)
+		window := p.integer("window", labDefaultWindowS, labMinWindowMs/1000, labMaxWindowMs/1000)
+		traffic, ok := p.values["traffic"]
+		if !ok {
+			traffic = labDefaultTraffic
+		} else if !slices.ContainsFunc(views.LabTraffic, func(t struct{ Value, Label string }) bool { return t.Value == traffic }) {
+			p.fail("traffic", "must be steady, burst, boundary or random")
+		}
+		if err := p.problem(); err != nil {
+			return err
+		}
+		page := views.LabPage{
+			Lab: lab, Limit: limit, WindowS: window, Traffic: traffic, Algorithms: limiter.Algorithms,
+			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
+		}
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+		c.Response().Header().Set("Cache-Control", "no-store")
+		c.Response().WriteHeader(http.StatusOK)
+		return views.Lab(page).Render(c.Request().Context(), c.Response())
+	}
+}

@@ -1,0 +1,99 @@
+package live
+
+import (
+	"github.com/coder/websocket"
+	"github.com/google/uuid"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// The lab (SPEC §8) streams through the same hub and bus as windows do. A lab's
+// topic is a Window whose Policy is labTopic: no policy can be named so (policy
+// names are a-z 0-9 _ -), so a lab never meets a window's viewers.
+const labTopic = "@lab"
+
+func labWindow(lab string) Window { return Window{Key: lab, Policy: labTopic} }
+
+// IsLab reports whether w is a lab's topic rather than a window.
+func (w Window) IsLab() bool { return w.Policy == labTopic }
+
+// LabAlgorithm is one algorithm's decision of a lab request.
+type LabAlgorithm struct {
+	Algorithm    string `json:"algorithm"`
+	Allowed      bool   `json:"allowed"`
+	Remaining    int    `json:"remaining"`
+	RetryAfterMs int64  `json:"retryAfterMs"`
+}
+
+// LabResult is one lab request decided under every algorithm: the answer to
+// POST /api/v1/lab/check and, with a type, the lab message.
+type LabResult struct {
+	Lab      string `json:"lab"`
+	ID       string `json:"id"` // names the request, so every tab draws one mark per request
+	Limit    int    `json:"limit"`
+	WindowMs int64  `json:"windowMs"`
+	Cost     int    `json:"cost"`
+	// Results holds one decision per algorithm, in SPEC §8's order.
+	Results []LabAlgorithm `json:"results"`
+	// NowMs is the log's clock reading; the others ran within the same
+	// MULTI/EXEC, right after it.
+	NowMs int64 `json:"nowMs"`
+}
+
+// NewLabResult turns AllowEach's decisions into a LabResult.
+func NewLabResult(lab string, limit int, windowMs int64, cost int, ds []limiter.Decision) LabResult {
+	r := LabResult{Lab: lab, ID: uuid.NewString(), Limit: limit, WindowMs: windowMs, Cost: cost, Results: make([]LabAlgorithm, len(ds))}
+	for i, d := range ds {
+		r.Results[i] = LabAlgorithm{Algorithm: d.Algorithm, Allowed: d.Allowed, Remaining: d.Bound().Remaining, RetryAfterMs: d.RetryAfterMs}
+		if i == 0 {
+			r.NowMs = d.NowMs
+		}
+	}
+	return r
+}
+
+type labMsg struct {
+	Type string `json:"type"`
+	LabResult
+}
+
+func labMessage(r LabResult) []byte { return encode(labMsg{Type: TypeLab, LabResult: r}) }
+
+type labResetMsg struct {
+	Type  string `json:"type"`
+	Lab   string `json:"lab"`
+	NowMs int64  `json:"nowMs"`
+}
+
+func labResetMessage(lab string, nowMs int64) []byte {
+	return encode(labResetMsg{Type: TypeLabReset, Lab: lab, NowMs: nowMs})
+}
+
+type labHelloMsg struct {
+	Type     string `json:"type"`
+	Instance string `json:"instance"`
+	Lab      string `json:"lab"`
+	TickMs   int64  `json:"tickMs"`
+}
+
+// Lab reports one lab request to every viewer of the lab, on every instance.
+func (v *View) Lab(r LabResult) {
+	v.event(kindLab, labWindow(r.Lab), func() []byte { return labMessage(r) })
+}
+
+// LabReset reports that a lab's windows were emptied.
+func (v *View) LabReset(lab string) {
+	v.event(kindLabReset, labWindow(lab), func() []byte { return labResetMessage(lab, v.nowMs()) })
+}
+
+// ServeLab streams a lab to conn, as Serve does a window: hello, the Redis
+// status, then every lab request and reset, the clock and the viewer count.
+func (v *View) ServeLab(conn *websocket.Conn, lab string) {
+	w := labWindow(lab)
+	v.serve(conn, w, func() [][]byte {
+		return [][]byte{
+			encode(labHelloMsg{Type: TypeHello, Instance: v.d.Instance, Lab: lab, TickMs: v.d.TickInterval.Milliseconds()}),
+			*v.clock.status.Load(),
+		}
+	})
+}

@@ -1,0 +1,135 @@
+// The lab's model (SPEC §8): the requests a lab has seen, each decided by the
+// five algorithms, and what they add up to. No DOM here.
+
+export const LOG = 'log';
+export const FIXED = 'fixed';
+export const MAX_MARKS = 1200; // requests kept per lab; older ones drop off the axis
+
+// maxInWindow is the most of the ascending times ms inside any sliding window
+// (t − windowMs, t]: what the rule is meant to bound.
+export function maxInWindow(ms, windowMs) {
+  return busiest(ms, windowMs).count;
+}
+
+// busiest is that window: its count and the window (toMs − windowMs, toMs]
+// ending at its last request.
+export function busiest(ms, windowMs) {
+  let best = { count: 0, toMs: 0 };
+  let lo = 0;
+  for (let hi = 0; hi < ms.length; hi++) {
+    while (ms[lo] <= ms[hi] - windowMs) lo++;
+    if (hi - lo + 1 > best.count) best = { count: hi - lo + 1, toMs: ms[hi] };
+  }
+  return best;
+}
+
+export class LabModel {
+  constructor(algorithms) {
+    this.algorithms = algorithms;
+    this.clear();
+  }
+
+  clear() {
+    this.requests = []; // {id, nowMs, limit, windowMs, results: {alg: {allowed, ...}}}, ascending nowMs
+    this.ids = new Set();
+    this.limit = 0;
+    this.windowMs = 0;
+    this.version = (this.version || 0) + 1;
+  }
+
+  // add records a lab message once (by id); false when already known.
+  add(m) {
+    if (!m || typeof m.id !== 'string' || this.ids.has(m.id) || !Array.isArray(m.results)) return false;
+    const results = {};
+    for (const r of m.results) results[r.algorithm] = r;
+    const req = { id: m.id, nowMs: m.nowMs, limit: m.limit, windowMs: m.windowMs, results: results };
+    this.ids.add(m.id);
+    let i = this.requests.length;
+    while (i > 0 && this.requests[i - 1].nowMs > req.nowMs) i--;
+    this.requests.splice(i, 0, req);
+    if (this.requests.length > MAX_MARKS) this.ids.delete(this.requests.shift().id);
+    this.limit = m.limit;
+    this.windowMs = m.windowMs;
+    this.version++;
+    return true;
+  }
+
+  // differs reports whether alg decided req unlike the log.
+  differs(req, alg) {
+    const a = req.results[alg];
+    const l = req.results[LOG];
+    return alg !== LOG && !!a && !!l && a.allowed !== l.allowed;
+  }
+
+  // stats per algorithm: allowed, denied, max in any window, disagreements.
+  stats() {
+    const out = {};
+    for (const alg of this.algorithms) {
+      const ms = [];
+      let denied = 0;
+      let differs = 0;
+      for (const r of this.requests) {
+        const d = r.results[alg];
+        if (!d) continue;
+        if (d.allowed) ms.push(r.nowMs);
+        else denied++;
+        if (this.differs(r, alg)) differs++;
+      }
+      const b = busiest(ms, this.windowMs || 1);
+      out[alg] = { allowed: ms.length, denied: denied, max: b.count, maxToMs: b.toMs, differs: differs };
+    }
+    return out;
+  }
+
+  // axis is the shared time axis: whole fixed windows around the requests,
+  // so the fixed window's edges fall on it.
+  axis() {
+    const w = this.windowMs || 1000;
+    if (this.requests.length === 0) return null;
+    const first = this.requests[0].nowMs;
+    const last = this.requests[this.requests.length - 1].nowMs;
+    const start = Math.floor(first / w) * w;
+    const end = Math.max(start + w, Math.floor(last / w) * w + w);
+    return { start: start, end: end, windowMs: w };
+  }
+}
+
+const NAMES = { log: 'the log', fixed: 'fixed window', counter: 'the sliding counter', gcra: 'GCRA', bucket: 'the token bucket' };
+
+export function list(algs) {
+  const names = algs.map((a) => NAMES[a] || a);
+  if (names.length <= 1) return names.join('');
+  return names.slice(0, -1).join(', ') + ' and ' + names[names.length - 1];
+}
+
+// summary is one sentence on what the visitor just saw.
+export function summary(model, stats, traffic) {
+  const n = model.requests.length;
+  if (n === 0) return '';
+  const limit = model.limit;
+  const secs = model.windowMs / 1000;
+  const rule = limit + ' per ' + secs + ' s';
+  const over = model.algorithms.filter((a) => stats[a].max > limit);
+  const differ = model.algorithms.filter((a) => stats[a].differs > 0);
+  let s = n + ' request' + (n === 1 ? '' : 's') + ' under ' + rule + ': ';
+  if (over.length) {
+    over.sort((a, b) => stats[b].max - stats[a].max);
+    s += (NAMES[over[0]] || over[0]) + ' let up to ' + stats[over[0]].max + ' through within one ' + secs + ' s window';
+    if (over.length > 1) s += ' (' + over.slice(1).map((a) => (NAMES[a] || a) + ' ' + stats[a].max).join(', ') + ')';
+    if (over.includes(FIXED) && traffic === 'boundary') {
+      s += ' — the burst before the edge and the one after it count in different fixed windows';
+    } else if (over[0] === 'gcra' || over[0] === 'bucket') {
+      s += ' — GCRA and the bucket allow a burst of limit and keep refilling at limit per window, so one window can hold nearly twice the limit';
+    }
+    s += ', while the log never allowed more than ' + stats[LOG].max + '.';
+  } else if (differ.length) {
+    s += 'no algorithm let more than ' + limit + ' through in any window, but ' + list(differ) +
+      ' decided ' + differ.map((a) => stats[a].differs).reduce((x, y) => Math.max(x, y), 0) +
+      ' request(s) unlike the log (outlined): ' + (differ.some((a) => a === 'gcra' || a === 'bucket')
+        ? 'GCRA and the bucket earn room back gradually, one request per window ÷ limit, rather than when an old request leaves the window.'
+        : 'each approximates the window differently.');
+  } else {
+    s += 'all five decided every request alike; none let more than ' + limit + ' through in any window.';
+  }
+  return s;
+}

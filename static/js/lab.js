@@ -1,0 +1,249 @@
+// The lab page (SPEC §8): sends the chosen traffic as real POSTs and draws
+// what /ws/lab reports — every request, from any tab, decided by all five
+// algorithms — in one lane per algorithm on a shared time axis.
+
+import { MSG, dispatch } from './messages.js';
+import { Stream } from './stream.js';
+import { byId, byTestId } from './dom.js';
+import { LabModel, summary } from './lab-model.js';
+import { reset, run } from './lab-traffic.js';
+
+const root = byTestId('lab');
+const algorithms = JSON.parse(root.dataset.algorithms || '[]');
+const model = new LabModel(algorithms);
+const NAME_RE = /^[A-Za-z0-9._:@/+=-]{1,64}$/;
+const BOUNDARY_TRIES = 3;
+
+const form = byId('lab-form');
+const nameInput = byId('lab-name');
+const limitInput = byTestId('lab-limit');
+const windowInput = byTestId('lab-window');
+const trafficSelect = byTestId('lab-traffic');
+const runButton = byTestId('lab-run');
+
+let lab = root.dataset.lab;
+let offset = null; // limiter clock − performance.now(), from the latest tick
+let redisUp = true;
+let traffic = trafficSelect.value;
+let running = false;
+let drawn = -1;
+let frame = 0;
+
+// clock estimates the limiter's clock (Redis TIME) now.
+function clock() {
+  return offset === null ? Date.now() : performance.now() + offset;
+}
+
+const stream = new Stream(onMessage, showStatus);
+
+const handlers = {
+  [MSG.HELLO]: (m) => stream.healthy(m.tickMs),
+  [MSG.STATUS]: (m) => {
+    redisUp = m.redis === 'up';
+    showStatus();
+  },
+  [MSG.TICK]: (m) => {
+    offset = m.nowMs - performance.now();
+  },
+  [MSG.VIEWERS]: (m) => {
+    byId('lab-viewers').textContent = String(m.count);
+  },
+  [MSG.LAB]: (m) => {
+    if (m.lab === lab && model.add(m)) schedule();
+  },
+  [MSG.LAB_RESET]: (m) => {
+    if (m.lab !== lab) return;
+    model.clear();
+    schedule();
+  },
+};
+
+function onMessage(m) {
+  dispatch(handlers, m);
+}
+
+function showStatus() {
+  const el = byId('lab-status');
+  let state = 'reconnecting';
+  if (stream.connected) state = redisUp ? 'live' : 'redis down';
+  el.textContent = state;
+  el.className = 'status status-' + state.replace(' ', '-');
+}
+
+function watch() {
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  stream.open(proto + '//' + location.host + '/ws/lab?lab=' + encodeURIComponent(lab));
+}
+
+function schedule() {
+  if (!frame) frame = requestAnimationFrame(render);
+}
+
+// render redraws the lanes when the model changed: at most once a frame.
+function render() {
+  frame = 0;
+  if (drawn === model.version) return;
+  drawn = model.version;
+  const stats = model.stats();
+  const axis = model.axis();
+  drawAxis(axis);
+  for (const alg of algorithms) {
+    const lane = byTestId('lab-lane-' + alg);
+    const s = stats[alg];
+    byTestId('lab-count-' + alg).textContent = String(s.allowed);
+    const max = byTestId('lab-max-' + alg);
+    max.textContent = String(s.max);
+    max.classList.toggle('lab-over', model.limit > 0 && s.max > model.limit);
+    lane.replaceChildren(laneContent(alg, axis, s));
+  }
+  if (model.limit) byId('lab-rule').textContent = model.limit + ' per ' + model.windowMs / 1000 + ' s';
+  byId('lab-summary').textContent = model.requests.length
+    ? summary(model, stats, traffic)
+    : 'No requests yet on this lab: pick a rule and a traffic shape, then run it.';
+}
+
+// x places a time on the axis, in percent.
+function x(axis, ms) {
+  return ((ms - axis.start) / (axis.end - axis.start)) * 100;
+}
+
+function drawAxis(axis) {
+  const scale = byId('lab-axis');
+  const frag = document.createDocumentFragment();
+  if (axis) {
+    const step = axis.windowMs * Math.max(1, Math.ceil((axis.end - axis.start) / axis.windowMs / 8));
+    for (let t = axis.start; t <= axis.end; t += step) {
+      const tick = document.createElement('span');
+      tick.className = 'lab-tick' + (t === axis.start ? ' lab-tick-first' : t + step > axis.end ? ' lab-tick-last' : '');
+      tick.style.left = x(axis, t) + '%';
+      tick.textContent = '+' + (t - axis.start) / 1000 + ' s';
+      frag.appendChild(tick);
+    }
+  }
+  scale.replaceChildren(frag);
+}
+
+function laneContent(alg, axis, s) {
+  const frag = document.createDocumentFragment();
+  if (!axis) return frag;
+  for (let t = axis.start + axis.windowMs; t < axis.end; t += axis.windowMs) {
+    const edge = document.createElement('i');
+    edge.className = 'lab-edge';
+    edge.style.left = x(axis, t) + '%';
+    frag.appendChild(edge);
+  }
+  if (s.max > 0) {
+    const band = document.createElement('i');
+    band.className = 'lab-busiest' + (s.max > model.limit ? ' lab-busiest-over' : '');
+    const from = Math.max(axis.start, s.maxToMs - model.windowMs);
+    band.style.left = x(axis, from) + '%';
+    band.style.width = x(axis, s.maxToMs) - x(axis, from) + '%';
+    band.title = s.max + ' allowed in this window';
+    frag.appendChild(band);
+  }
+  let prev = -Infinity; // marks closer than a mark's width are stacked
+  let k = 0;
+  for (const r of model.requests) {
+    const d = r.results[alg];
+    if (!d) continue;
+    const left = x(axis, r.nowMs);
+    k = left - prev < 0.6 ? k + 1 : 0;
+    if (k === 0) prev = left;
+    const mark = document.createElement('i');
+    mark.className = 'lab-mark ' + (d.allowed ? 'lab-ok' : 'lab-no') + (model.differs(r, alg) ? ' lab-diff' : '');
+    mark.dataset.testid = 'lab-mark';
+    mark.dataset.allowed = String(d.allowed);
+    mark.dataset.id = r.id;
+    mark.dataset.ms = String(r.nowMs);
+    mark.style.left = left + '%';
+    mark.style.top = 4 + (k % 5) * 8 + 'px';
+    mark.title = (d.allowed ? 'allowed' : 'denied, retry in ' + d.retryAfterMs + ' ms') + ' at ' + r.nowMs;
+    frag.appendChild(mark);
+  }
+  return frag;
+}
+
+// clockKnown waits (up to 3 s) for a tick: the boundary is an edge on the
+// limiter's clock, not this browser's.
+async function clockKnown() {
+  for (let i = 0; offset === null && i < 60; i++) {
+    progress('waiting for the limiter’s clock');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+function showError(msg) {
+  const el = byId('lab-error');
+  el.textContent = msg;
+  el.hidden = !msg;
+}
+
+function progress(msg) {
+  byId('lab-progress').textContent = msg;
+}
+
+// readForm validates the controls; null when one is wrong (shown).
+function readForm() {
+  const name = nameInput.value.trim();
+  const limit = Number(limitInput.value);
+  const secs = Number(windowInput.value);
+  if (!NAME_RE.test(name)) return showError('lab: 1–64 of A–Z a–z 0–9 . _ : @ / + = -'), null;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) return showError('limit: a whole number from 1 to 100'), null;
+  if (!Number.isInteger(secs) || secs < 1 || secs > 60) return showError('window: whole seconds from 1 to 60'), null;
+  showError('');
+  return { name: name, limit: limit, windowMs: secs * 1000, secs: secs, traffic: trafficSelect.value };
+}
+
+// remember puts the lab and its rule in the address bar, so the URL can be
+// shared into another tab.
+function remember(f) {
+  const q = new URLSearchParams({ lab: f.name, limit: String(f.limit), window: String(f.secs), traffic: f.traffic });
+  history.replaceState(null, '', '/lab?' + q.toString());
+}
+
+async function runTraffic(ev) {
+  ev.preventDefault();
+  if (running) return;
+  const f = readForm();
+  if (!f) return;
+  remember(f);
+  if (f.name !== lab) {
+    lab = f.name;
+    model.clear();
+    schedule();
+    watch();
+  }
+  traffic = f.traffic;
+  running = true;
+  runButton.disabled = true;
+  try {
+    if (f.traffic === 'boundary') await clockKnown();
+    for (let attempt = 1; ; attempt++) {
+      progress('resetting the lab');
+      await reset(lab);
+      const ok = await run(f.traffic, lab, f.limit, f.windowMs, clock, progress);
+      if (ok || attempt >= BOUNDARY_TRIES) {
+        progress(ok ? 'done' : 'done, but the machine was too busy to hit the edge exactly');
+        break;
+      }
+      progress('a burst missed its side of the edge; trying the next one');
+    }
+  } catch (e) {
+    showError(e.message);
+    progress('');
+  } finally {
+    running = false;
+    runButton.disabled = false;
+    schedule();
+  }
+}
+
+form.addEventListener('submit', runTraffic);
+trafficSelect.addEventListener('change', () => {
+  traffic = trafficSelect.value;
+});
+const initial = readForm();
+if (initial) remember(initial);
+watch();
+drawn = -1;
+schedule();
