@@ -72,6 +72,28 @@ func (p *params) required(name string, lo, hi int) int {
 	return p.integer(name, 0, lo, hi)
 }
 
+// labGuardPolicy bounds each client's lab checks: a lab is open to anyone and
+// each check runs five scripts, so one client cannot keep Redis busy with
+// them. The busiest traffic the page sends (steady at 1.5 × 100/1s for two
+// windows) is 300 checks; the guard is four times that a minute.
+var labGuardPolicy = httplimit.Prepare(limiter.Policy{
+	Name:  "lab-guard",
+	Rules: []limiter.Rule{{Limit: 1200, Window: time.Minute}},
+})
+
+// labGuard checks the client's lab budget — the client address as forward
+// auth finds it — through the same middleware as every check (so a flood of
+// it is answered by the deny cache). It reports whether the lab check may go
+// on; when not, the 429 (or the fail mode's 503) is written.
+func (a *app) labGuard(c echo.Context) bool {
+	addr, err := httplimit.ClientAddr(c.Request(), a.store.load().trusted)
+	if err != nil {
+		return true // no address to key by: forward auth's 400 is not the lab's to give
+	}
+	res := a.mw.Check(c.Response(), c.Request(), httplimit.Target{Key: httplimit.JoinKey("lab-guard", addr), Policy: labGuardPolicy, Cost: 1})
+	return res.Pass
+}
+
 // handleLabCheck decides one request under all five algorithms for one rule,
 // in one round trip: POST /api/v1/lab/check. Labs are a sandbox: no token.
 func handleLabCheck(a *app) echo.HandlerFunc {
@@ -89,6 +111,9 @@ func handleLabCheck(a *app) echo.HandlerFunc {
 		}
 		if err := p.problem(); err != nil {
 			return err
+		}
+		if !a.labGuard(c) {
+			return nil // answered: 429 for this client, or 503
 		}
 		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
 		defer cancel()
