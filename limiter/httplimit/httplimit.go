@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/livebus"
 )
 
 // DefaultTimeout is how long a request waits for Redis unless WithTimeout
@@ -59,6 +60,7 @@ type config struct {
 	failMode   FailMode
 	timeout    time.Duration
 	hooks      Hooks
+	live       *livebus.Publisher
 }
 
 // WithKey decides whose window a request counts in; the default is the
@@ -90,6 +92,13 @@ func WithHooks(h Hooks) Option { return func(c *config) { c.hooks = h } }
 func WithOnDecision(f func(limiter.Decision)) Option {
 	return func(c *config) { c.hooks.Decision = f }
 }
+
+// WithLiveView sends every decision to p, so a ratescope page on the same
+// Redis shows this service's traffic live, with p's instance name on each
+// decision. Run p alongside the service (go p.Run(ctx); defer p.Close()); it
+// publishes only decisions on windows some viewer watches, never blocking a
+// request. It adds to WithOnDecision and WithHooks rather than replacing them.
+func WithLiveView(p *livebus.Publisher) Option { return func(c *config) { c.live = p } }
 
 // Middleware limits requests with one limiter. Limit gives the net/http
 // middleware for a policy; Check is the same decision for handlers that
@@ -188,6 +197,9 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Res
 	}
 	if h.Decision != nil {
 		h.Decision(d)
+	}
+	if m.cfg.live != nil {
+		m.cfg.live.Decision(d)
 	}
 	SetHeaders(w.Header(), t.Policy, d)
 	if d.Allowed {

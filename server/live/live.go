@@ -12,29 +12,19 @@ package live
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/livebus"
 	"github.com/ratescope/ratescope/server/live/hub"
 )
 
 // Window names one watched log: a client key under a policy. It is the hub's topic
 // inside the process; only on the Redis wire does it become "policy|key".
-type Window struct {
-	Key    string
-	Policy string
-}
-
-func (w Window) wire() string { return w.Policy + "|" + w.Key }
-
-func windowFromWire(s string) Window {
-	policy, key, _ := strings.Cut(s, "|")
-	return Window{Key: key, Policy: policy}
-}
+type Window = livebus.Window
 
 // rediser is what the live view needs of Redis, so a Client, a ClusterClient or a
 // Ring all fit.
