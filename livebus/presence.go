@@ -24,6 +24,7 @@ type Presence struct {
 	mu      sync.Mutex
 	remote  map[Window]map[string]remoteCount // window → instance → its viewers
 	watched atomic.Pointer[map[Window]time.Time]
+	now     func() time.Time // time.Now; tests move it
 }
 
 type remoteCount struct {
@@ -33,7 +34,7 @@ type remoteCount struct {
 
 // NewPresence returns an empty Presence.
 func NewPresence() *Presence {
-	p := &Presence{remote: map[Window]map[string]remoteCount{}}
+	p := &Presence{remote: map[Window]map[string]remoteCount{}, now: time.Now}
 	p.watched.Store(&map[Window]time.Time{})
 	return p
 }
@@ -42,7 +43,7 @@ func NewPresence() *Presence {
 // counts replace what it announced before. It returns the windows whose count
 // from instance changed.
 func (p *Presence) Record(instance string, counts map[string]int) []Window {
-	expires := time.Now().Add(PresenceTTL)
+	expires := p.now().Add(PresenceTTL)
 	byWindow := make(map[Window]int, len(counts))
 	for topic, n := range counts {
 		byWindow[ParseTopic(topic)] = n
@@ -92,7 +93,7 @@ func (p *Presence) Watched(w Window) bool {
 		return false
 	}
 	until, ok := m[w]
-	return ok && time.Now().Before(until)
+	return ok && p.now().Before(until)
 }
 
 // Total is w's viewer count across the instances recorded, forgetting counts
@@ -101,7 +102,7 @@ func (p *Presence) Total(w Window) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	total := 0
-	now := time.Now()
+	now := p.now()
 	expired := false
 	for inst, c := range p.remote[w] {
 		if now.After(c.expires) {
