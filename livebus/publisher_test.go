@@ -109,7 +109,9 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 		p.Decision(decision(unwatched, fmt.Sprint("u", i)))
 		p.Decision(decision(watched, fmt.Sprint("w", i)))
 	}
-	if !take(func(e livebus.Envelope) bool { return string(e.Msg) == string(livebus.DecisionMessage(decision(watched, fmt.Sprint("w", n-1)), "svc-1")) }, 10*time.Second) {
+	if !take(func(e livebus.Envelope) bool {
+		return string(e.Msg) == string(livebus.DecisionMessage(decision(watched, fmt.Sprint("w", n-1)), "svc-1"))
+	}, 10*time.Second) {
 		t.Fatalf("the last decision did not arrive; got %d envelopes", len(got))
 	}
 	var ws []livebus.Envelope
