@@ -5,8 +5,10 @@
 // One file per concern: events.go takes events in, clock.go reads Redis's clock,
 // snapshots.go reads windows, presence.go counts viewers across instances, bus.go is
 // the Redis Pub/Sub bridge, stream.go writes one viewer's WebSocket, and messages.go
-// defines every message once. Fan-out itself is the hub's (live/hub). The package
-// knows nothing of the HTTP server: what it uses comes in through Deps.
+// defines every message once — but the decision message, which lives with the bus
+// protocol in package livebus, so Go services publish the same one. Fan-out itself is
+// the hub's (live/hub). The package knows nothing of the HTTP server: what it uses
+// comes in through Deps.
 package live
 
 import (
