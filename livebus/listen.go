@@ -15,12 +15,6 @@ const (
 	pubsubIdle         = 2 * time.Second // ping the subscription after this long without messages
 )
 
-// Subscriber is what Listen needs of Redis, so a Client, a ClusterClient or
-// a Ring all fit.
-type Subscriber interface {
-	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
-}
-
 // ListenHooks observe a subscription's failures; either may be nil.
 type ListenHooks struct {
 	// Interrupted is called with why the subscription failed.
@@ -33,7 +27,7 @@ type ListenHooks struct {
 // it) until ctx ends. It watches the subscription itself (a ping when nothing
 // arrives for a while) and starts over with a fresh connection whenever it
 // fails, so it survives Redis restarts and pauses.
-func Listen(ctx context.Context, rdb Subscriber, handle func(payload []byte), h ListenHooks) {
+func Listen(ctx context.Context, rdb Client, handle func(payload []byte), h ListenHooks) {
 	failed := false
 	for ctx.Err() == nil {
 		if failed {
@@ -53,7 +47,7 @@ func Listen(ctx context.Context, rdb Subscriber, handle func(payload []byte), h 
 	}
 }
 
-func receiveUntilError(ctx context.Context, rdb Subscriber, handle func([]byte)) error {
+func receiveUntilError(ctx context.Context, rdb Client, handle func([]byte)) error {
 	ps := rdb.Subscribe(ctx, Channel)
 	defer ps.Close()
 	// A blocked receive does not watch ctx; closing the subscription ends it.

@@ -15,10 +15,8 @@ import (
 
 // Defaults of a Publisher, each changed by an option.
 const (
-	DefaultQueueSize      = 4096        // decisions waiting for Redis; beyond that they are dropped
+	DefaultQueueSize      = 4096        // envelopes waiting for Redis; beyond that they are dropped
 	DefaultPublishTimeout = time.Second // bounds one PUBLISH
-	publishBatch          = 256         // envelopes per PUBLISH, at most
-	maxKeptPayload        = 1 << 20     // a burst's buffer beyond this is not kept
 )
 
 // Publisher sends a service's decisions to ratescope's live view: those on
@@ -28,11 +26,11 @@ const (
 // up, and a full queue drops the decision and counts it (Stats). It is safe
 // for concurrent use.
 type Publisher struct {
-	rdb      redis.UniversalClient
+	rdb      Client
 	instance string
 	cfg      publisherConfig
 	presence *Presence
-	queue    chan limiter.Decision
+	outbox   *Outbox
 
 	published, dropped, failed atomic.Uint64
 
@@ -77,19 +75,19 @@ func NewPublisher(rdb redis.UniversalClient, instance string, opts ...PublisherO
 	}
 	return &Publisher{
 		rdb: rdb, instance: instance, cfg: cfg, presence: NewPresence(),
-		queue: make(chan limiter.Decision, cfg.queueSize), stopped: make(chan struct{}),
+		outbox: NewOutbox(cfg.queueSize), stopped: make(chan struct{}),
 	}
 }
 
 // Decision publishes d if some viewer watches its window; otherwise it costs
 // a map lookup. It never blocks.
 func (p *Publisher) Decision(d limiter.Decision) {
-	if !p.presence.Watched(Window{Key: d.Key, Policy: d.Policy}) {
+	w := Window{Key: d.Key, Policy: d.Policy}
+	if !p.presence.Watched(w) {
 		return
 	}
-	select {
-	case p.queue <- d:
-	default:
+	env := Envelope{Origin: p.instance, Kind: KindDecision, Topic: w.Topic(), Msg: DecisionMessage(d, p.instance)}
+	if !p.outbox.Send(env.Encode()) {
 		p.dropped.Add(1)
 	}
 }
@@ -130,13 +128,21 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.cfg.log.Warn("livebus: redis pub/sub interrupted; resubscribing", "err", err)
 		}})
 	})
-	wg.Go(func() { p.publishLoop(ctx) })
+	wg.Go(func() {
+		p.outbox.Run(ctx, p.rdb, p.cfg.timeout, func(n int, err error) {
+			if err != nil {
+				p.failed.Add(uint64(n))
+			} else {
+				p.published.Add(uint64(n))
+			}
+		})
+	})
 	wg.Wait()
 	return nil
 }
 
 // Close stops Run and waits for it to return. Decisions after Close are
-// dropped silently: the caller need not know.
+// never published; Decision may still be called.
 func (p *Publisher) Close() {
 	p.mu.Lock()
 	p.closed = true
@@ -157,46 +163,6 @@ func (p *Publisher) receive(payload []byte) {
 	for _, e := range envs {
 		if e.Kind == KindPresence && e.Origin != p.instance {
 			p.presence.Record(e.Origin, e.Viewers)
-		}
-	}
-}
-
-func (p *Publisher) publishLoop(ctx context.Context) {
-	batch := make([][]byte, 0, publishBatch)
-	var payload []byte
-	add := func(d limiter.Decision) {
-		w := Window{Key: d.Key, Policy: d.Policy}
-		batch = append(batch, Envelope{Origin: p.instance, Kind: KindDecision, Topic: w.Topic(), Msg: DecisionMessage(d, p.instance)}.Encode())
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case d := <-p.queue:
-			add(d)
-		}
-	more:
-		for len(batch) < publishBatch {
-			select {
-			case d := <-p.queue:
-				add(d)
-			default:
-				break more
-			}
-		}
-		payload = AppendBatch(payload[:0], batch)
-		pctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
-		err := p.rdb.Publish(pctx, Channel, payload).Err()
-		cancel()
-		if err != nil {
-			p.failed.Add(uint64(len(batch)))
-		} else {
-			p.published.Add(uint64(len(batch)))
-		}
-		clear(batch)
-		batch = batch[:0]
-		if cap(payload) > maxKeptPayload {
-			payload = nil
 		}
 	}
 }

@@ -8,13 +8,9 @@ import (
 
 // The bus carries events between instances over classic Redis Pub/Sub, in the
 // protocol package livebus defines (the one a Go service's livebus.Publisher
-// speaks too). Envelopes queue in an outbox and one goroutine publishes them in
-// order, several to a PUBLISH when they pile up: a burst of decisions costs
-// Redis a few commands, not one per decision.
-const (
-	publishQueue = 4096 // envelopes waiting for Redis; beyond that they are dropped
-	publishBatch = 256  // envelopes per PUBLISH, at most
-)
+// speaks too). Envelopes queue in an outbox (livebus.Outbox) whose one goroutine
+// publishes them in order, several to a PUBLISH when they pile up: a burst of
+// decisions costs Redis a few commands, not one per decision.
 
 // Kinds of envelope.
 const (
@@ -24,52 +20,20 @@ const (
 	kindPresence = livebus.KindPresence
 )
 
-type bus struct {
-	outbox chan []byte // encoded envelopes, published in order by publishLoop
-}
-
-func newBus() bus { return bus{outbox: make(chan []byte, publishQueue)} }
-
 // send queues an encoded envelope for Redis; when the queue is full the event is
 // dropped (viewers still converge through snapshots) rather than slowing checks.
 func (v *View) send(env []byte) {
-	select {
-	case v.bus.outbox <- env:
-	default:
+	if !v.outbox.Send(env) {
 		v.d.Metrics.PubSubDropped.Inc()
 	}
 }
 
 func (v *View) publishLoop(ctx context.Context) {
-	batch := make([][]byte, 0, publishBatch)
-	var payload []byte
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case env := <-v.bus.outbox:
-			batch = append(batch[:0], env)
-		}
-	more:
-		for len(batch) < publishBatch {
-			select {
-			case env := <-v.bus.outbox:
-				batch = append(batch, env)
-			default:
-				break more
-			}
-		}
-		payload = livebus.AppendBatch(payload[:0], batch)
-		pctx, cancel := v.redisCtx(ctx)
-		if err := v.d.Redis.Publish(pctx, livebus.Channel, payload).Err(); err != nil && ctx.Err() == nil {
+	v.outbox.Run(ctx, v.d.Redis, v.d.CheckTimeout, func(_ int, err error) {
+		if err != nil && ctx.Err() == nil {
 			v.d.Metrics.PublishErrors.Inc()
 		}
-		cancel()
-		clear(batch)
-		if cap(payload) > 1<<20 {
-			payload = nil // a burst's buffer is not kept
-		}
-	}
+	})
 }
 
 // subscribeLoop receives other instances' events until ctx ends, starting over

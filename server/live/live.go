@@ -31,9 +31,8 @@ type Window = livebus.Window
 // rediser is what the live view needs of Redis, so a Client, a ClusterClient or a
 // Ring all fit.
 type rediser interface {
+	livebus.Client // Publish and Subscribe
 	Time(ctx context.Context) *redis.TimeCmd
-	Publish(ctx context.Context, channel string, message any) *redis.IntCmd
-	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
 // Deps is everything the live view uses.
@@ -95,7 +94,7 @@ type View struct {
 	clock     clock
 	snapshots snapshots
 	presence  presence
-	bus       bus
+	outbox    *livebus.Outbox // envelopes for other instances
 
 	// order makes this instance's viewers and the other instances see its events
 	// in one order: publishing to the hub and queueing for Redis happen together.
@@ -115,7 +114,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), bus: newBus()}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: livebus.NewOutbox(livebus.DefaultQueueSize)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()
