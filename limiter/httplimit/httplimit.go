@@ -12,6 +12,8 @@
 // Retry-After and a problem document of type quota-exceeded. When Redis cannot
 // decide within the timeout, fail-closed answers 503 with Retry-After: 1 and
 // fail-open lets the request through without RateLimit headers.
+// WithLiveView shows the decisions on a ratescope page on the same Redis
+// (package livebus).
 package httplimit
 
 import (
