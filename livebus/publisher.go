@@ -1,6 +1,7 @@
 package livebus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -154,8 +155,15 @@ func (p *Publisher) Close() {
 	}
 }
 
-// receive records other instances' presence; their events are for viewers.
+// presenceMark is in every payload that holds a presence envelope.
+var presenceMark = []byte(`"k":"` + KindPresence + `"`)
+
+// receive records other instances' presence; their events are for viewers, so
+// a payload without presence is not even decoded.
 func (p *Publisher) receive(payload []byte) {
+	if !bytes.Contains(payload, presenceMark) {
+		return
+	}
 	envs, err := Decode(payload)
 	if err != nil {
 		return
