@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/livebus"
 )
 
 // Example limits a login handler to 3 attempts a minute per client address.
@@ -43,4 +45,23 @@ func Example() {
 	// 200 welcome "login";r=1;t=60
 	// 200 welcome "login";r=0;t=60
 	// 429 application/problem+json "login";r=0;t=60 Retry-After: 60
+}
+
+// ExampleWithLiveView shows a service's traffic on a ratescope page on the
+// same Redis: open /?policy=login&key=<client address> and each decision
+// appears as it is made, from instance "api-1". A decision on a window nobody
+// watches costs a map lookup and publishes nothing.
+func ExampleWithLiveView() {
+	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
+	pub := livebus.NewPublisher(rdb, "api-1")
+	go pub.Run(context.Background())
+	defer pub.Close()
+
+	login, _ := limiter.ParsePolicy("login=5/1m")
+	mw := httplimit.New(limiter.New(rdb), httplimit.WithLiveView(pub))
+	mux := http.NewServeMux()
+	mux.Handle("POST /login", mw.Limit(login)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "welcome")
+	})))
+	_ = http.ListenAndServe(":8080", mux)
 }

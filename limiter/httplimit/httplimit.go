@@ -13,7 +13,8 @@
 // (SPEC §9) never refuses: its would-denies pass like allowed requests, with
 // no Retry-After. When Redis cannot decide within the timeout, fail-closed
 // answers 503 with Retry-After: 1 and fail-open lets the request through
-// without RateLimit headers.
+// without RateLimit headers. WithLiveView shows the decisions on a ratescope
+// page on the same Redis (package livebus).
 package httplimit
 
 import (
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/livebus"
 )
 
 // DefaultTimeout is how long a request waits for Redis unless WithTimeout
@@ -60,6 +62,7 @@ type config struct {
 	failMode   FailMode
 	timeout    time.Duration
 	hooks      Hooks
+	live       *livebus.Publisher
 }
 
 // WithKey decides whose window a request counts in; the default is the
@@ -91,6 +94,13 @@ func WithHooks(h Hooks) Option { return func(c *config) { c.hooks = h } }
 func WithOnDecision(f func(limiter.Decision)) Option {
 	return func(c *config) { c.hooks.Decision = f }
 }
+
+// WithLiveView sends every decision to p, so a ratescope page on the same
+// Redis shows this service's traffic live, with p's instance name on each
+// decision. Run p alongside the service (go p.Run(ctx); defer p.Close()); it
+// publishes only decisions on windows some viewer watches, never blocking a
+// request. It adds to WithOnDecision and WithHooks rather than replacing them.
+func WithLiveView(p *livebus.Publisher) Option { return func(c *config) { c.live = p } }
 
 // Middleware limits requests with one limiter. Limit gives the net/http
 // middleware for a policy; Check is the same decision for handlers that
@@ -188,6 +198,9 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Res
 	}
 	if h.Decision != nil {
 		h.Decision(d)
+	}
+	if m.cfg.live != nil {
+		m.cfg.live.Decision(d)
 	}
 	SetHeaders(w.Header(), t.Policy, d)
 	if !d.Denied() { // allowed, or a shadow policy's would-deny

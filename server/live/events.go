@@ -1,6 +1,9 @@
 package live
 
-import "github.com/ratescope/ratescope/limiter"
+import (
+	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/livebus"
+)
 
 // The events the rest of the server reports: a decision per check, a reset, a race.
 // Each reaches this instance's viewers of the window and, when others watch it, the
@@ -10,7 +13,7 @@ import "github.com/ratescope/ratescope/limiter"
 // Decision reports one check's decision.
 func (v *View) Decision(d limiter.Decision) {
 	v.event(kindDecision, Window{Key: d.Key, Policy: d.Policy}, func() []byte {
-		return DecisionMessage(d, v.d.Instance)
+		return livebus.DecisionMessage(d, v.d.Instance)
 	})
 }
 
@@ -28,14 +31,14 @@ func (v *View) Race(r RaceOutcome) {
 
 func (v *View) event(kind string, w Window, build func() []byte) {
 	local := v.hub.Count(w) > 0
-	elsewhere := v.presence.watchedElsewhere(w)
+	elsewhere := v.presence.remote.Watched(w)
 	if !local && !elsewhere {
 		return
 	}
 	msg := build()
 	var env []byte
 	if elsewhere {
-		env = encode(envelope{Origin: v.d.Instance, Kind: kind, Topic: w.wire(), Msg: msg})
+		env = livebus.Envelope{Origin: v.d.Instance, Kind: kind, Topic: w.Topic(), Msg: msg}.Encode()
 	}
 	v.order.Lock()
 	if local {
@@ -45,7 +48,7 @@ func (v *View) event(kind string, w Window, build func() []byte) {
 		v.send(env)
 	}
 	v.order.Unlock()
-	if local && !w.IsLab() {
+	if local && !isLab(w) {
 		v.snapshots.markDirty(w)
 	}
 }

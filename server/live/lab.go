@@ -14,8 +14,8 @@ const labTopic = "@lab"
 
 func labWindow(lab string) Window { return Window{Key: lab, Policy: labTopic} }
 
-// IsLab reports whether w is a lab's topic rather than a window.
-func (w Window) IsLab() bool { return w.Policy == labTopic }
+// isLab reports whether w is a lab's topic rather than a window.
+func isLab(w Window) bool { return w.Policy == labTopic }
 
 // LabAlgorithm is one algorithm's decision of a lab request.
 type LabAlgorithm struct {

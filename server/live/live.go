@@ -5,43 +5,34 @@
 // One file per concern: events.go takes events in, clock.go reads Redis's clock,
 // snapshots.go reads windows, presence.go counts viewers across instances, bus.go is
 // the Redis Pub/Sub bridge, stream.go writes one viewer's WebSocket, and messages.go
-// defines every message once. Fan-out itself is the hub's (live/hub). The package
-// knows nothing of the HTTP server: what it uses comes in through Deps.
+// defines every message once — but the decision message, which lives with the bus
+// protocol in package livebus, so Go services publish the same one. Fan-out itself is
+// the hub's (live/hub). The package knows nothing of the HTTP server: what it uses
+// comes in through Deps.
 package live
 
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/livebus"
 	"github.com/ratescope/ratescope/server/live/hub"
 )
 
 // Window names one watched log: a client key under a policy. It is the hub's topic
 // inside the process; only on the Redis wire does it become "policy|key".
-type Window struct {
-	Key    string
-	Policy string
-}
-
-func (w Window) wire() string { return w.Policy + "|" + w.Key }
-
-func windowFromWire(s string) Window {
-	policy, key, _ := strings.Cut(s, "|")
-	return Window{Key: key, Policy: policy}
-}
+type Window = livebus.Window
 
 // rediser is what the live view needs of Redis, so a Client, a ClusterClient or a
 // Ring all fit.
 type rediser interface {
+	livebus.Client // Publish and Subscribe
 	Time(ctx context.Context) *redis.TimeCmd
-	Publish(ctx context.Context, channel string, message any) *redis.IntCmd
-	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
 // Deps is everything the live view uses.
@@ -107,7 +98,7 @@ type View struct {
 	clock     clock
 	snapshots snapshots
 	presence  presence
-	bus       bus
+	outbox    *livebus.Outbox // envelopes for other instances
 
 	// order makes this instance's viewers and the other instances see its events
 	// in one order: publishing to the hub and queueing for Redis happen together.
@@ -127,7 +118,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), bus: newBus()}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: livebus.NewOutbox(livebus.DefaultQueueSize)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ratescope/ratescope/livebus"
 )
 
 func TestSpacingKeepsWindowFramesWithinBudget(t *testing.T) {
@@ -75,18 +77,6 @@ func TestTickShareThinsLargeAudiencesToAtLeastOneASecond(t *testing.T) {
 	}
 }
 
-func TestAppendFrame(t *testing.T) {
-	one := appendFrame(nil, [][]byte{[]byte(`{"type":"tick","nowMs":1}`)})
-	if string(one) != `{"type":"tick","nowMs":1}` {
-		t.Errorf("one message: %s, want the object itself", one)
-	}
-	many := appendFrame([]byte("stale"), [][]byte{[]byte(`{"type":"decision"}`), []byte(`{"type":"tick"}`)})
-	var msgs []map[string]any
-	if err := json.Unmarshal(many[len("stale"):], &msgs); err != nil || len(msgs) != 2 || msgs[0]["type"] != "decision" || msgs[1]["type"] != "tick" {
-		t.Errorf("two messages: %s (%v), want a JSON array of both, in order", many, err)
-	}
-}
-
 // Another instance's events arrive several to a PUBLISH; each reaches this
 // instance's viewers of its window, in order, and this instance's own are ignored.
 func TestReceiveBatchedEnvelopes(t *testing.T) {
@@ -94,14 +84,14 @@ func TestReceiveBatchedEnvelopes(t *testing.T) {
 	w := Window{Key: "alice", Policy: "demo"}
 	sub := v.hub.Subscribe(w)
 	other := v.hub.Subscribe(Window{Key: "bob", Policy: "demo"})
-	env := func(origin, kind string, w Window, msg string) envelope {
-		return envelope{Origin: origin, Kind: kind, Topic: w.wire(), Msg: json.RawMessage(msg)}
+	env := func(origin, kind string, w Window, msg string) livebus.Envelope {
+		return livebus.Envelope{Origin: origin, Kind: kind, Topic: w.Topic(), Msg: json.RawMessage(msg)}
 	}
-	v.receive(encode([]envelope{
+	v.receive(encode([]livebus.Envelope{
 		env("them", kindDecision, w, `{"n":1}`),
 		env("me", kindDecision, w, `{"n":"mine"}`),
 		env("them", kindReset, w, `{"n":2}`),
-		{Origin: "them", Kind: kindPresence, Viewers: map[string]int{w.wire(): 3}},
+		{Origin: "them", Kind: kindPresence, Viewers: map[string]int{w.Topic(): 3}},
 		env("them", kindRace, w, `{"n":3}`),
 	}))
 	v.receive(encode(env("them", kindDecision, w, `{"n":4}`))) // one envelope alone
@@ -118,7 +108,7 @@ func TestReceiveBatchedEnvelopes(t *testing.T) {
 	if got, _ := other.Take(nil, 1<<20); len(got) != 0 {
 		t.Errorf("a viewer of another window got %q", got)
 	}
-	if !v.presence.watchedElsewhere(w) {
+	if !v.presence.remote.Watched(w) {
 		t.Error("the presence in the batch was not recorded")
 	}
 }

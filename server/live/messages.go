@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/livebus"
 )
 
 // The stream's message types (SPEC §4): the "type" member of every message. A text
@@ -13,12 +14,12 @@ const (
 	TypeStatus   = "status"
 	TypeTick     = "tick"
 	TypeSnapshot = "snapshot"
-	TypeDecision = "decision"
+	TypeDecision = livebus.TypeDecision // the message and its constructor live with the bus protocol
 	TypeReset    = "reset"
 	TypeRace     = "race"
 	TypeViewers  = "viewers"
-	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
-	TypeLabReset = "labReset" // a lab's windows were emptied
+	TypeLab      = livebus.KindLab      // one lab request under every algorithm (SPEC §8)
+	TypeLabReset = livebus.KindLabReset // a lab's windows were emptied
 )
 
 // Each message below is encoded once and the same bytes go to every viewer.
@@ -119,40 +120,6 @@ func snapshotMessage(w limiter.Window) []byte {
 	return encode(snapshotMsg{Type: TypeSnapshot, WindowState: NewWindowState(w)})
 }
 
-type decisionMsg struct {
-	Type         string `json:"type"`
-	Key          string `json:"key"`
-	Policy       string `json:"policy"`
-	Allowed      bool   `json:"allowed"`
-	Count        int    `json:"count"`
-	Limit        int    `json:"limit"`
-	NowMs        int64  `json:"nowMs"`
-	OldestMs     *int64 `json:"oldestMs"`
-	RetryAfterMs int64  `json:"retryAfterMs"`
-	ID           string `json:"id"`
-	Instance     string `json:"instance"`
-	Cached       bool   `json:"cached,omitempty"`
-	Shadow       bool   `json:"shadow,omitempty"`
-	WouldDeny    bool   `json:"wouldDeny,omitempty"`
-}
-
-// DecisionMessage is the decision message of d, made by instance. Like the
-// check's answer, allowed says whether the request passed: a shadow policy's
-// would-deny is allowed, marked wouldDeny, with the would-be retry (SPEC §9).
-func DecisionMessage(d limiter.Decision, instance string) []byte {
-	b := d.Bound()
-	m := decisionMsg{
-		Type: TypeDecision, Key: d.Key, Policy: d.Policy, Allowed: !d.Denied(),
-		Count: b.Count, Limit: b.Limit, NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
-		ID: d.ID, Instance: instance,
-		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
-	}
-	if b.OldestMs >= 0 { // the limiter's -1 for "empty" is null
-		m.OldestMs = &b.OldestMs
-	}
-	return encode(m)
-}
-
 type resetMsg struct {
 	Type   string `json:"type"`
 	Key    string `json:"key"`
@@ -199,20 +166,4 @@ func encode(v any) []byte {
 		panic("live: failed to encode a message: " + err.Error())
 	}
 	return b
-}
-
-// appendFrame appends msgs to dst as one frame: the message itself when there is
-// one, else a JSON array of them, in order.
-func appendFrame(dst []byte, msgs [][]byte) []byte {
-	if len(msgs) == 1 {
-		return append(dst, msgs[0]...)
-	}
-	dst = append(dst, '[')
-	for i, m := range msgs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, m...)
-	}
-	return append(dst, ']')
 }

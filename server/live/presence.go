@@ -4,48 +4,31 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/ratescope/ratescope/livebus"
 )
 
 // Viewer counts across instances (SPEC §4): every instance announces its own
-// counts on change and every presenceEvery; counts not renewed within presenceTTL
-// are forgotten, so the total stays right when an instance dies.
-const (
-	presenceEvery = time.Second
-	presenceTTL   = 3 * presenceEvery
-)
+// counts on change and every presenceEvery; counts not renewed within
+// livebus.PresenceTTL are forgotten (livebus.Presence), so the total stays right
+// when an instance dies.
+const presenceEvery = livebus.PresenceEvery
 
 type presence struct {
-	mu     sync.Mutex
-	remote map[Window]map[string]remoteCount // window → instance → its viewers
-	last   map[Window]int                    // the total last announced
-	due    map[Window]struct{}               // windows whose count may have changed
-	ownDue bool                              // this instance's counts changed
-}
+	remote *livebus.Presence // other instances' counts
 
-type remoteCount struct {
-	count   int
-	expires time.Time
+	mu     sync.Mutex
+	last   map[Window]int      // the total last announced
+	due    map[Window]struct{} // windows whose count may have changed
+	ownDue bool                // this instance's counts changed
 }
 
 func newPresence() presence {
 	return presence{
-		remote: map[Window]map[string]remoteCount{},
+		remote: livebus.NewPresence(),
 		last:   map[Window]int{},
 		due:    map[Window]struct{}{},
 	}
-}
-
-// watchedElsewhere reports whether another instance has viewers of w.
-func (p *presence) watchedElsewhere(w Window) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	for _, c := range p.remote[w] {
-		if c.count > 0 && now.Before(c.expires) {
-			return true
-		}
-	}
-	return false
 }
 
 // localViewersChanged runs on every subscribe and unsubscribe. Counts are announced
@@ -62,30 +45,12 @@ func (v *View) localViewersChanged(w Window, _ int) {
 
 // remotePresence records another instance's counts (keyed as on the wire).
 func (v *View) remotePresence(instance string, counts map[string]int) {
-	expires := time.Now().Add(presenceTTL)
-	byWindow := make(map[Window]int, len(counts))
-	for wire, n := range counts {
-		byWindow[windowFromWire(wire)] = n
-	}
+	changed := v.presence.remote.Record(instance, counts)
 	p := &v.presence
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for w, byInstance := range p.remote {
-		if _, ok := byWindow[w]; !ok {
-			if _, had := byInstance[instance]; had {
-				delete(byInstance, instance)
-				p.due[w] = struct{}{}
-			}
-		}
-	}
-	for w, n := range byWindow {
-		if p.remote[w] == nil {
-			p.remote[w] = map[string]remoteCount{}
-		}
-		if p.remote[w][instance].count != n {
-			p.due[w] = struct{}{}
-		}
-		p.remote[w][instance] = remoteCount{count: n, expires: expires}
+	for _, w := range changed {
+		p.due[w] = struct{}{}
 	}
 }
 
@@ -93,20 +58,9 @@ func (v *View) remotePresence(instance string, counts map[string]int) {
 // when it changed.
 func (v *View) announceViewers(w Window, always bool) {
 	local := v.hub.Count(w)
+	total := local + v.presence.remote.Total(w)
 	p := &v.presence
 	p.mu.Lock()
-	total := local
-	now := time.Now()
-	for inst, c := range p.remote[w] {
-		if now.After(c.expires) {
-			delete(p.remote[w], inst)
-			continue
-		}
-		total += c.count
-	}
-	if len(p.remote[w]) == 0 {
-		delete(p.remote, w)
-	}
 	changed := p.last[w] != total
 	if total == 0 {
 		delete(p.last, w)
@@ -139,13 +93,11 @@ func (v *View) presenceLoop(ctx context.Context) {
 		p.ownDue = false
 		announce := p.due
 		p.due = map[Window]struct{}{}
+		p.mu.Unlock()
 		var sweep []Window
 		if periodic {
-			for w := range p.remote {
-				sweep = append(sweep, w)
-			}
+			sweep = p.remote.Windows()
 		}
-		p.mu.Unlock()
 		for w := range announce {
 			if n := v.hub.Count(w); n == 0 {
 				delete(announced, w) // announceViewers keeps the bookkeeping, sends nothing
@@ -168,11 +120,11 @@ func (v *View) presenceLoop(ctx context.Context) {
 		last = time.Now()
 		counts := map[string]int{}
 		for _, w := range v.hub.Topics() {
-			counts[w.wire()] = v.hub.Count(w)
+			counts[w.Topic()] = v.hub.Count(w)
 		}
 		// An instance without viewers stays silent after saying so once.
 		if len(counts) > 0 || !quiet {
-			v.send(encode(envelope{Origin: v.d.Instance, Kind: kindPresence, Viewers: counts}))
+			v.send(livebus.Envelope{Origin: v.d.Instance, Kind: kindPresence, Viewers: counts}.Encode())
 		}
 		quiet = len(counts) == 0
 	}
