@@ -78,8 +78,11 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 	if got, _ := byTestID(doc, "timeline").Attr("data-count"); got != "0" {
 		t.Errorf("timeline data-count = %q before any data, want 0", got)
 	}
-	if n := byTestID(doc, "timeline").Find("canvas").Length(); n != 1 {
-		t.Errorf("timeline holds %d canvases, want 1 for busy windows", n)
+	if n := byTestID(doc, "timeline").Find("canvas.tl-canvas").Length(); n != 1 {
+		t.Errorf("timeline holds %d canvases for busy windows, want 1", n)
+	}
+	if n := byTestID(doc, "timeline").Find("canvas.tl-algo").Length(); n != 1 {
+		t.Errorf("timeline holds %d canvases for the other algorithms' state, want 1", n)
 	}
 	if n := byTestID(doc, "rate").Find("canvas").Length(); n != 1 {
 		t.Errorf("rate holds %d canvases, want 1 for the sparkline", n)
