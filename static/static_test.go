@@ -17,7 +17,7 @@ var testIDs = []string{
 	"clock", "ring", "timeline", "timeline-entry", "cutoff", "count",
 	"send", "boundary-test", "boundary-result", "reset",
 	"log", "log-entry", "race-naive", "race-atomic", "race-result",
-	"key", "policy", "viewers", "status", "rate",
+	"key", "policy", "viewers", "status", "rate", "algorithm",
 }
 
 func readFile(t *testing.T, name string) string {
