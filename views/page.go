@@ -57,6 +57,15 @@ func (p Page) shownAlgorithm() Policy {
 	return pol
 }
 
+// countLabel names the count readout: the log counts entries in its window,
+// the others report what is used of the limit.
+func countLabel(algorithm string) string {
+	if algorithm == "log" {
+		return "In window / limit"
+	}
+	return "Used / limit"
+}
+
 // captionsJSON feeds AlgorithmCaptions to the script.
 func captionsJSON() string {
 	b, err := json.Marshal(AlgorithmCaptions)

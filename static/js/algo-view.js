@@ -12,6 +12,7 @@
 import { fmtDuration, fmtInt } from './format.js';
 
 const CAPTION_EVERY_MS = 500;
+const TEXT_STEP_MS = 100; // countdowns on the canvas show tenths of a second
 const C = {
   ok: '#16a34a',
   okSoft: 'rgba(22, 163, 74, 0.16)',
@@ -62,9 +63,11 @@ export class AlgoView {
     const count = model.count(t);
     this.w.attr(this.ui.timeline, 'data-count', String(count === null ? 0 : count));
     const rules = model.rules;
-    // Redraw when the picture moves by about a pixel or the state changes.
+    // Redraw when the picture moves by about a pixel, the state changes, or
+    // the countdowns it writes (to a tenth of a second) would.
     const shortest = rules.reduce((m, r) => Math.min(m, r.windowMs), Infinity);
-    const step = Math.max(1, Math.floor(2 * shortest / Math.max(1, this.width * (window.devicePixelRatio || 1))));
+    const px = Math.floor(2 * shortest / Math.max(1, this.width * (window.devicePixelRatio || 1)));
+    const step = Math.max(1, Math.min(TEXT_STEP_MS, px));
     const key = model.version + ':' + Math.floor(t / step);
     if (key !== this.drawnKey) {
       this.drawnKey = key;
@@ -112,9 +115,13 @@ export class AlgoView {
     const c = this.ctx;
     c.font = (bold ? '600 ' : '') + '11px system-ui, sans-serif';
     c.fillStyle = color;
-    c.textAlign = align || 'left';
+    c.textAlign = 'left';
     c.textBaseline = 'alphabetic';
-    c.fillText(s, x, y);
+    // Aligned as asked, but kept inside the canvas.
+    const w = c.measureText(s).width;
+    let left = align === 'right' ? x - w : align === 'center' ? x - w / 2 : x;
+    left = Math.max(2, Math.min(left, this.width - w - 2));
+    c.fillText(s, left, y);
   }
 
   // windowBox draws an aligned window [a, a+W] filled from the bottom to
@@ -158,22 +165,39 @@ export class AlgoView {
 
   counter(lane, r, s, t) {
     const W = r.windowMs;
-    const x = this.axis(lane, t, W, W);
+    const x = this.axis(lane, t, 2 * W, W); // the previous window always fits
     const c = this.ctx;
+    const full = s.used >= r.limit;
     const prev = this.windowBox(lane, x(s.start - W), x(s.start), s.prev, r.limit, C.prevSoft, C.prev);
-    this.windowBox(lane, x(s.start), x(s.start + W), s.curr, r.limit, C.okSoft, C.ok);
-    // The sliding window [t − W, t]: the part of the previous window it
-    // still covers is the weight.
-    c.fillStyle = C.accentSoft;
-    c.fillRect(x(t - W), lane.y + 14, x(t) - x(t - W), lane.h - 24);
+    this.windowBox(lane, x(s.start), x(s.start + W), s.curr, r.limit, full ? C.badSoft : C.okSoft, full ? C.bad : C.ok);
+    // The part of the previous window that the sliding window [t − W, t]
+    // still covers is the weight: that part of its count is what counts.
+    const f = Math.min(1, s.prev / r.limit);
+    if (f > 0) {
+      c.fillStyle = 'rgba(67, 56, 202, 0.35)';
+      c.fillRect(x(t - W), prev.top + prev.h * (1 - f), x(s.start) - x(t - W), prev.h * f);
+    }
+    // The sliding window as a bracket above the two windows.
+    const y = lane.y + 9;
     c.strokeStyle = C.accent;
-    c.lineWidth = 1.5;
-    c.strokeRect(x(t - W), lane.y + 14.5, x(t) - x(t - W), lane.h - 25);
+    c.lineWidth = 2;
+    c.beginPath();
+    c.moveTo(x(t - W), y + 6);
+    c.lineTo(x(t - W), y);
+    c.lineTo(x(t), y);
+    c.stroke();
+    c.setLineDash([3, 3]);
+    c.lineWidth = 1;
+    c.beginPath();
+    c.moveTo(x(t - W), y);
+    c.lineTo(x(t - W), lane.y + lane.h - 12);
+    c.stroke();
+    c.setLineDash([]);
     const est = Math.round(s.estimate * 100) / 100;
-    this.text('prev ' + fmtInt(s.prev) + ' × ' + s.weight.toFixed(2) + ' + curr ' + fmtInt(s.curr) + ' = ' + est + ' / ' + fmtInt(r.limit),
-      Math.max(x(t - W), 0) + 6, prev.top + 14, s.used >= r.limit ? C.bad : C.accent, 'left', true);
-    this.text('previous window', (x(s.start - W) + x(s.start)) / 2, lane.y + lane.h - 4, C.muted, 'center');
-    this.text('current window', (x(s.start) + x(s.start + W)) / 2, lane.y + lane.h - 4, C.ok, 'center');
+    this.text('sliding window: prev ' + fmtInt(s.prev) + ' × ' + s.weight.toFixed(2) + ' + curr ' + fmtInt(s.curr) + ' = ' + est,
+      x(t - W) + 5, prev.top + 14, full ? C.bad : C.accent, 'left', true);
+    this.text('previous window', (x(s.start - W) + x(s.start)) / 2, lane.y + lane.h - 2, C.muted, 'center');
+    this.text('current window', (x(s.start) + x(s.start + W)) / 2, lane.y + lane.h - 2, C.ok, 'center');
     this.nowLine(lane, x(t));
     if (lane.label) this.text(ruleName(r), lane.w - 4, lane.y + 12, C.muted, 'right');
   }
@@ -212,7 +236,7 @@ export class AlgoView {
       x(t) + 6, top + h / 2 + 4, full ? C.bad : C.text, 'left', true);
     this.text('now + window', x(t + W) - 4, lane.y + lane.h - 4, C.accent, 'right');
     this.nowLine(lane, x(t));
-    if (lane.label) this.text(ruleName(r), lane.w - 4, lane.y + 12, C.muted, 'right');
+    if (lane.label) this.text(ruleName(r), x(t + W / 2), lane.y + lane.h - 4, C.muted, 'center');
   }
 
   bucket(lane, r, s, t) {
@@ -263,9 +287,12 @@ function caption(model, t) {
       fmtDuration(s.start + r.windowMs - t) + ', the count starts again from 0.';
   }
   if (r.counter) {
-    return 'Sliding-window counter (' + rule + '): the shaded sliding window still covers ' + Math.round(s.weight * 100) +
-      '% of the previous window, so its ' + fmtInt(s.prev) + ' weigh ' + (Math.round(s.prev * s.weight * 100) / 100) +
-      ', plus ' + fmtInt(s.curr) + ' in the current one: ' + fmtInt(s.used) + ' used of ' + fmtInt(r.limit) + '.';
+    const prev = s.prev === 0
+      ? 'the previous window counted nothing'
+      : 'its ' + fmtInt(s.prev) + ' weigh ' + (Math.round(s.prev * s.weight * 100) / 100);
+    return 'Sliding-window counter (' + rule + '): the sliding window (the bracket) still covers ' + Math.round(s.weight * 100) +
+      '% of the previous window; ' + prev + ', and the current one holds ' + fmtInt(s.curr) + ': ' +
+      fmtInt(s.used) + ' used of ' + fmtInt(r.limit) + ' (the sum rounded up).';
   }
   if (r.gcra) {
     const lead = s.tat - t;

@@ -61,6 +61,7 @@ function init() {
     algorithm: byTestId('algorithm'),
     algoCaption: byId('algo-caption'),
     windowCard: byId('window-card'),
+    countLabel: byId('count-label'),
   };
   const w = new Writer();
   toastInto(byId('toasts'));
@@ -199,6 +200,7 @@ function init() {
     w.text(ui.algorithm, a + (shadow ? ' · shadow' : ''));
     w.text(ui.algoCaption, state.captions[a] || '');
     w.attr(ui.windowCard, 'data-algorithm', a);
+    w.text(ui.countLabel, a === LOG ? 'In window / limit' : 'Used / limit');
   }
 
   function applyPolicy() {
