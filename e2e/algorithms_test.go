@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // algoViewJS reads what the page says about the watched policy's algorithm:
@@ -90,6 +92,15 @@ func TestPageEveryAlgorithm(t *testing.T) {
 		if !v.Shown || !v.Painted || v.TimelineCount != fmt.Sprint(limit) || v.Caption == "" || len(s.IDs) != 0 {
 			t.Fatalf("%s: the timeline does not show the state: %+v, %d entries", p.name, v, len(s.IDs))
 		}
+	}
+	// The state's view fits a phone: nothing scrolls sideways at 390 px.
+	tb.run("emulate a 390×844 viewport", chromedp.EmulateViewport(390, 844))
+	s := tb.waitFor("a 390 px viewport", func(s pageState) bool { return s.InnerW == 390 })
+	if s.ScrollW > 390 {
+		t.Errorf("at 390 px the %s page scrolls sideways: scrollWidth %d", policies[len(policies)-1].name, s.ScrollW)
+	}
+	if v := evaluate[algoView](tb, algoViewJS); !v.Shown || !v.Painted {
+		t.Errorf("at 390 px the state is not drawn: %+v", v)
 	}
 	tb.close()
 }
