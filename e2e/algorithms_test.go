@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -99,8 +100,15 @@ func TestPageEveryAlgorithm(t *testing.T) {
 	if s.ScrollW > 390 {
 		t.Errorf("at 390 px the %s page scrolls sideways: scrollWidth %d", policies[len(policies)-1].name, s.ScrollW)
 	}
-	if v := evaluate[algoView](tb, algoViewJS); !v.Shown || !v.Painted {
-		t.Errorf("at 390 px the state is not drawn: %+v", v)
+	// Resizing clears the canvas; the next frame draws it again.
+	for deadline := time.Now().Add(waitTimeout); ; time.Sleep(pollEvery) {
+		v := evaluate[algoView](tb, algoViewJS)
+		if v.Shown && v.Painted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("at 390 px the state is not drawn: %+v", v)
+		}
 	}
 	tb.close()
 }
