@@ -65,7 +65,7 @@ func TestPageEveryAlgorithm(t *testing.T) {
 		if i == 0 {
 			tb.navigate(e.app.URL + "/?key=" + url.QueryEscape(e.key) + "&policy=" + p.name)
 		} else { // switch through the picker, as a visitor does
-			evaluate[bool](tb, `(() => { const s = document.querySelector('[data-testid="policy"]'); s.value = '`+p.name+`'; s.dispatchEvent(new Event('change')); return true; })()`)
+			pick(tb, p.name)
 			tb.waitFor(p.name+": the stream is live", func(s pageState) bool { return s.Status == "live" })
 		}
 		tb.waitFor(p.name+": count 0 / 3 on a fresh window", func(s pageState) bool { return s.Count == "0 / 3" && len(s.Log) == 0 })
@@ -110,5 +110,23 @@ func TestPageEveryAlgorithm(t *testing.T) {
 			t.Fatalf("at 390 px the state is not drawn: %+v", v)
 		}
 	}
+	// Back to the log: its entries are drawn again, the state's canvas steps aside.
+	tb.run("emulate a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
+	pick(tb, "plog")
+	tb.waitFor("the log's "+full+" entries again", func(s pageState) bool { return s.Count == full && len(s.IDs) == limit })
+	if v := evaluate[algoView](tb, algoViewJS); v.Algorithm != "log" || v.Shown {
+		t.Errorf("back on plog the page shows %+v", v)
+	}
 	tb.close()
+}
+
+// pick chooses a policy in the picker, as a visitor does.
+func pick(tb *tab, policy string) {
+	tb.t.Helper()
+	evaluate[bool](tb, `(() => {
+  const s = document.querySelector('[data-testid="policy"]');
+  s.value = '`+policy+`';
+  s.dispatchEvent(new Event('change'));
+  return s.value === '`+policy+`';
+})()`)
 }
