@@ -430,7 +430,7 @@ func TestConfigErrorsStopStartup(t *testing.T) {
 func TestFlagsWinOverEnv(t *testing.T) {
 	app := startApp(t, map[string]string{"RATESCOPE_POLICIES": "demo=2/10s"}, "--policy", "demo=3/10s")
 	r := do(t, "GET", app.URL+"/api/v1/policies", "")
-	if !strings.Contains(r.raw, `{"name":"demo","rules":[{"limit":3,"windowMs":10000}]}`) {
+	if !strings.Contains(r.raw, `{"name":"demo","rules":[{"limit":3,"windowMs":10000}],"algorithm":"log","shadow":false}`) {
 		t.Fatalf("%s", r.raw)
 	}
 }
