@@ -29,6 +29,7 @@ const algoViewJS = `(() => {
     painted: painted,
     caption: document.getElementById('tl-caption').textContent.trim(),
     timelineCount: q('timeline').getAttribute('data-count'),
+    redisKey: document.getElementById('zset-key').textContent.trim(),
   };
 })()`
 
@@ -39,6 +40,7 @@ type algoView struct {
 	Painted       bool   `json:"painted"`
 	Caption       string `json:"caption"`
 	TimelineCount string `json:"timelineCount"`
+	RedisKey      string `json:"redisKey"`
 }
 
 // TestPageEveryAlgorithm: with one policy per algorithm, the page names the
@@ -72,6 +74,13 @@ func TestPageEveryAlgorithm(t *testing.T) {
 		v := evaluate[algoView](tb, algoViewJS)
 		if v.Algorithm != p.algorithm || !strings.HasPrefix(v.Option, p.name+" ("+p.algorithm+")") {
 			t.Fatalf("%s: algorithm reads %q, option %q; want %s", p.name, v.Algorithm, v.Option, p.algorithm)
+		}
+		redisKey := "rate_limit:{" + e.key + "}:" + p.name
+		if p.algorithm != "log" {
+			redisKey += ":" + p.algorithm
+		}
+		if v.RedisKey != redisKey {
+			t.Errorf("%s: the page names the Redis key %q, want %q", p.name, v.RedisKey, redisKey)
 		}
 		for n := 1; n <= limit+1; n++ {
 			tb.click("send")

@@ -380,20 +380,33 @@ func picker(p Page) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</select></div><button type=\"submit\" class=\"btn btn-quiet\">Watch</button><div class=\"field picker-help\"><span class=\"field-label\">Redis sorted set</span> <code class=\"zset\" id=\"zset-key\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</select></div><button type=\"submit\" class=\"btn btn-quiet\">Watch</button><div class=\"field picker-help\"><span class=\"field-label\" id=\"redis-key-label\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var20 string
-		templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
+		templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(redisKeyLabel(algorithm(p.shownAlgorithm())))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 108, Col: 63}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 107, Col: 97}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</code> <span class=\"muted small\" id=\"key-help\">key: 1–128 of A–Z a–z 0–9 . _ : &#64; / + = -</span></div></form><p class=\"field-error\" id=\"key-error\" hidden></p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</span> <code class=\"zset\" id=\"zset-key\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var21 string
+		templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(redisKey(p.Key, p.Policy, algorithm(p.shownAlgorithm())))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 108, Col: 95}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</code> <span class=\"muted small\" id=\"key-help\">key: 1–128 of A–Z a–z 0–9 . _ : &#64; / + = -</span></div></form><p class=\"field-error\" id=\"key-error\" hidden></p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -418,100 +431,100 @@ func windowCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<section class=\"card window-card\" id=\"window-card\" aria-labelledby=\"window-title\" data-algorithm=\"")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var22 string
-		templ_7745c5c3_Var22, templ_7745c5c3_Err = templruntime.NewAttributeExpression(algorithm(p.shownAlgorithm())).Resolve(ctx)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 117, Col: 129}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var22)
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "\"><div class=\"card-head\"><h2 id=\"window-title\">The window</h2><span class=\"chip chip-algo\" data-testid=\"algorithm\" title=\"How this policy keeps its windows (SPEC §8)\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<section class=\"card window-card\" id=\"window-card\" aria-labelledby=\"window-title\" data-algorithm=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var23 string
-		templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(algorithmLabel(p.shownAlgorithm()))
+		templ_7745c5c3_Var23, templ_7745c5c3_Err = templruntime.NewAttributeExpression(algorithm(p.shownAlgorithm())).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 120, Col: 145}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 117, Col: 129}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var23))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var23)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "</span> <span class=\"chip\" id=\"rules-label\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "\"><div class=\"card-head\"><h2 id=\"window-title\">The window</h2><span class=\"chip chip-algo\" data-testid=\"algorithm\" title=\"How this policy keeps its windows (SPEC §8)\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var24 string
+		templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(algorithmLabel(p.shownAlgorithm()))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 120, Col: 145}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</span> <span class=\"chip\" id=\"rules-label\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if pol, ok := p.selected(); ok {
-			var templ_7745c5c3_Var24 string
-			templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(rulesLabel(pol))
+			var templ_7745c5c3_Var25 string
+			templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(rulesLabel(pol))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 123, Col: 22}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "</span></div><p class=\"caption algo-caption\" id=\"algo-caption\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var25 string
-		templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(AlgorithmCaptions[algorithm(p.shownAlgorithm())])
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 127, Col: 102}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "</p><div class=\"window-top\"><div class=\"ring-wrap\" id=\"ring-wrap\"><svg class=\"ring\" data-testid=\"ring\" data-remaining-ms=\"0\" viewBox=\"0 0 120 120\" role=\"img\" aria-labelledby=\"ring-value ring-label\"><circle class=\"ring-track\" cx=\"60\" cy=\"60\" r=\"52\"></circle> <circle class=\"ring-bar\" id=\"ring-bar\" cx=\"60\" cy=\"60\" r=\"52\" transform=\"rotate(-90 60 60)\"></circle></svg><div class=\"ring-center\"><span class=\"ring-value\" id=\"ring-value\">0.0 s</span> <span class=\"ring-label\" id=\"ring-label\">window empty</span></div></div><div class=\"readout readout-clock\"><span class=\"readout-label\">Limiter clock · Redis TIME, epoch ms</span> <span class=\"clock\" data-testid=\"clock\">—</span></div><div class=\"readout readout-count\"><span class=\"readout-label\" id=\"count-label\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "</span></div><p class=\"caption algo-caption\" id=\"algo-caption\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var26 string
-		templ_7745c5c3_Var26, templ_7745c5c3_Err = templ.JoinStringErrs(countLabel(algorithm(p.shownAlgorithm())))
+		templ_7745c5c3_Var26, templ_7745c5c3_Err = templ.JoinStringErrs(AlgorithmCaptions[algorithm(p.shownAlgorithm())])
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 144, Col: 92}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 127, Col: 102}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var26))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</span> <span class=\"count-row\"><span class=\"count\" data-testid=\"count\">– / ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</p><div class=\"window-top\"><div class=\"ring-wrap\" id=\"ring-wrap\"><svg class=\"ring\" data-testid=\"ring\" data-remaining-ms=\"0\" viewBox=\"0 0 120 120\" role=\"img\" aria-labelledby=\"ring-value ring-label\"><circle class=\"ring-track\" cx=\"60\" cy=\"60\" r=\"52\"></circle> <circle class=\"ring-bar\" id=\"ring-bar\" cx=\"60\" cy=\"60\" r=\"52\" transform=\"rotate(-90 60 60)\"></circle></svg><div class=\"ring-center\"><span class=\"ring-value\" id=\"ring-value\">0.0 s</span> <span class=\"ring-label\" id=\"ring-label\">window empty</span></div></div><div class=\"readout readout-clock\"><span class=\"readout-label\">Limiter clock · Redis TIME, epoch ms</span> <span class=\"clock\" data-testid=\"clock\">—</span></div><div class=\"readout readout-count\"><span class=\"readout-label\" id=\"count-label\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var27 string
-		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(p.minLimit())
+		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(countLabel(algorithm(p.shownAlgorithm())))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 146, Col: 65}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 144, Col: 92}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption log-only\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "</span> <span class=\"count-row\"><span class=\"count\" data-testid=\"count\">– / ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var28 string
-		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
+		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(p.minLimit())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 181, Col: 92}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 146, Col: 65}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "</code>: <b>score</b> = Redis <code>TIME</code> in epoch ms when it was added, <b>member</b> = a UUID v4, so same-millisecond requests never collide. The <b>cutoff</b> sits at now − window: an entry with score ≤ now − window is out and slides off to the left.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption log-only\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var29 string
+		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 181, Col: 92}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</code>: <b>score</b> = Redis <code>TIME</code> in epoch ms when it was added, <b>member</b> = a UUID v4, so same-millisecond requests never collide. The <b>cutoff</b> sits at now − window: an entry with score ≤ now − window is out and slides off to the left.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -536,7 +549,7 @@ func actionsCard() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<section class=\"card actions-card\" aria-labelledby=\"actions-title\"><div class=\"card-head\"><h2 id=\"actions-title\">Try it</h2></div><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-primary\" data-testid=\"send\">Send a request</button> <button type=\"button\" class=\"btn\" data-testid=\"boundary-test\">Boundary test</button> <button type=\"button\" class=\"btn btn-danger\" data-testid=\"reset\">Reset window</button></div><dl class=\"results\"><div class=\"result\"><dt>Last request</dt><dd id=\"send-result\" aria-live=\"polite\"></dd></div><div class=\"result\"><dt>Boundary test</dt><dd data-testid=\"boundary-result\" aria-live=\"polite\"></dd></div></dl><p class=\"caption\">Real HTTP calls from this page: <code>POST /api/v1/check</code> decides and records. The boundary test resets the window, sends <i>limit</i> requests one after another (all 200), then one more: 429, with a Retry-After of the full window.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<section class=\"card actions-card\" aria-labelledby=\"actions-title\"><div class=\"card-head\"><h2 id=\"actions-title\">Try it</h2></div><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-primary\" data-testid=\"send\">Send a request</button> <button type=\"button\" class=\"btn\" data-testid=\"boundary-test\">Boundary test</button> <button type=\"button\" class=\"btn btn-danger\" data-testid=\"reset\">Reset window</button></div><dl class=\"results\"><div class=\"result\"><dt>Last request</dt><dd id=\"send-result\" aria-live=\"polite\"></dd></div><div class=\"result\"><dt>Boundary test</dt><dd data-testid=\"boundary-result\" aria-live=\"polite\"></dd></div></dl><p class=\"caption\">Real HTTP calls from this page: <code>POST /api/v1/check</code> decides and records. The boundary test resets the window, sends <i>limit</i> requests one after another (all 200), then one more: 429, with a Retry-After of the full window.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -561,7 +574,7 @@ func logCard() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -586,7 +599,7 @@ func raceCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>demo</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\"><div class=\"race-line\" data-mode=\"naive\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div><div class=\"race-line\" data-mode=\"atomic\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div></div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>demo</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\"><div class=\"race-line\" data-mode=\"naive\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div><div class=\"race-line\" data-mode=\"atomic\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div></div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -611,20 +624,20 @@ func explainCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><ol class=\"steps\"><li><code>TIME</code> now, from Redis's own clock, so every app instance agrees</li><li><code>ZREMRANGEBYRANK</code> evicts entries with score ≤ now − window (at most 1,000 per call)</li><li><code>ZCOUNT key (now−window +inf</code> counts each rule's window; an entry exactly at the cutoff is already out</li><li><code>ZADD key now uuid</code> only if every rule has room, then <code>PEXPIRE</code> to the longest window</li><li><code>denied?</code> nothing is recorded; Retry-After = oldest relevant entry + window − now</li></ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><ol class=\"steps\"><li><code>TIME</code> now, from Redis's own clock, so every app instance agrees</li><li><code>ZREMRANGEBYRANK</code> evicts entries with score ≤ now − window (at most 1,000 per call)</li><li><code>ZCOUNT key (now−window +inf</code> counts each rule's window; an entry exactly at the cutoff is already out</li><li><code>ZADD key now uuid</code> only if every rule has room, then <code>PEXPIRE</code> to the longest window</li><li><code>denied?</code> nothing is recorded; Retry-After = oldest relevant entry + window − now</li></ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var33 string
-		templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
+		var templ_7745c5c3_Var34 string
+		templ_7745c5c3_Var34, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 273, Col: 55}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var34))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -649,33 +662,33 @@ func footer(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var35 string
-		templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 282, Col: 76}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var36 string
-		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
+		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 286, Col: 41}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 282, Col: 76}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var37 string
+		templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 286, Col: 41}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

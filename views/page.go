@@ -145,6 +145,23 @@ func policiesJSON(ps []Policy) string {
 	return string(b)
 }
 
+// redisKey is where the shown window lives in Redis: the log's sorted set,
+// or the other algorithms' hash, e.g. rate_limit:{demo}:api:gcra.
+func redisKey(key, policy, algorithm string) string {
+	if algorithm == "log" {
+		return zsetKey(key, policy)
+	}
+	return zsetKey(key, policy) + ":" + algorithm
+}
+
+// redisKeyLabel names what redisKey holds.
+func redisKeyLabel(algorithm string) string {
+	if algorithm == "log" {
+		return "Redis sorted set"
+	}
+	return "Redis hash, a field per rule"
+}
+
 // zsetKey is the Redis key of the shown window, e.g. rate_limit:{demo}:demo.
 func zsetKey(key, policy string) string {
 	return "rate_limit:{" + key + "}:" + policy

@@ -151,11 +151,14 @@ func TestAlgorithmShown(t *testing.T) {
 		if a := strings.TrimSpace(byTestID(doc, "algorithm").Text()); a != tc.text {
 			t.Errorf("algorithm reads %q for %s, want %q", a, tc.policy, tc.text)
 		}
+		if k := doc.Find("#zset-key").Text(); k != "rate_limit:{demo}:"+tc.policy+":"+tc.card {
+			t.Errorf("Redis key for %s reads %q", tc.policy, k)
+		}
 		if c, _ := doc.Find("#window-card").Attr("data-algorithm"); c != tc.card {
 			t.Errorf("window card's data-algorithm = %q for %s, want %q", c, tc.policy, tc.card)
 		}
-		if cap := doc.Find("#algo-caption").Text(); cap != views.AlgorithmCaptions[tc.card] || cap == "" {
-			t.Errorf("caption for %s reads %q", tc.policy, cap)
+		if c := doc.Find("#algo-caption").Text(); c != views.AlgorithmCaptions[tc.card] || c == "" {
+			t.Errorf("caption for %s reads %q", tc.policy, c)
 		}
 	}
 	var caps map[string]string

@@ -62,6 +62,8 @@ function init() {
     algoCaption: byId('algo-caption'),
     windowCard: byId('window-card'),
     countLabel: byId('count-label'),
+    redisKeyLabel: byId('redis-key-label'),
+    redisKey: byId('zset-key'),
   };
   const w = new Writer();
   toastInto(byId('toasts'));
@@ -201,13 +203,22 @@ function init() {
     w.text(ui.algoCaption, state.captions[a] || '');
     w.attr(ui.windowCard, 'data-algorithm', a);
     w.text(ui.countLabel, a === LOG ? 'In window / limit' : 'Used / limit');
+    showKeys();
+  }
+
+  // showKeys names the watched window's Redis key: the log's sorted set or,
+  // for the other algorithms, their hash beside it (SPEC §8).
+  function showKeys() {
+    const zset = 'rate_limit:{' + state.key + '}:' + state.policy;
+    for (const el of ui.zsetKeys) el.textContent = zset;
+    if (state.algorithm !== LOG) ui.redisKey.textContent = zset + ':' + state.algorithm;
+    w.text(ui.redisKeyLabel, state.algorithm === LOG ? 'Redis sorted set' : 'Redis hash, a field per rule');
   }
 
   function applyPolicy() {
     const pol = policyByName(state.policies, state.policy);
     setAlgorithm(pol && pol.algorithm ? pol.algorithm : LOG, !!(pol && pol.shadow));
     setRules(pol && Array.isArray(pol.rules) ? pol.rules : []);
-    for (const el of ui.zsetKeys) el.textContent = 'rate_limit:{' + state.key + '}:' + state.policy;
   }
 
   function streamURL() {
