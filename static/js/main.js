@@ -63,7 +63,7 @@ function init() {
     windowCard: byId('window-card'),
     countLabel: byId('count-label'),
     redisKeyLabel: byId('redis-key-label'),
-    redisKey: byId('zset-key'),
+    timeline: byTestId('timeline'),
   };
   const w = new Writer();
   toastInto(byId('toasts'));
@@ -202,6 +202,10 @@ function init() {
     w.text(ui.algorithm, a + (shadow ? ' · shadow' : ''));
     w.text(ui.algoCaption, state.captions[a] || '');
     w.attr(ui.windowCard, 'data-algorithm', a);
+    w.attr(app, 'data-algorithm', a);
+    w.attr(ui.timeline, 'aria-label', a === LOG
+      ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
+      : 'The ' + a + ' state of each rule, moving with the limiter clock');
     w.text(ui.countLabel, a === LOG ? 'In window / limit' : 'Used / limit');
     showKeys();
   }
@@ -209,9 +213,9 @@ function init() {
   // showKeys names the watched window's Redis key: the log's sorted set or,
   // for the other algorithms, their hash beside it (SPEC §8).
   function showKeys() {
-    const zset = 'rate_limit:{' + state.key + '}:' + state.policy;
-    for (const el of ui.zsetKeys) el.textContent = zset;
-    if (state.algorithm !== LOG) ui.redisKey.textContent = zset + ':' + state.algorithm;
+    let k = 'rate_limit:{' + state.key + '}:' + state.policy;
+    if (state.algorithm !== LOG) k += ':' + state.algorithm;
+    for (const el of ui.zsetKeys) el.textContent = k;
     w.text(ui.redisKeyLabel, state.algorithm === LOG ? 'Redis sorted set' : 'Redis hash, a field per rule');
   }
 
