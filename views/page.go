@@ -51,11 +51,14 @@ func algorithmLabel(pol Policy) string {
 	return algorithm(pol)
 }
 
-// shownAlgorithm is the preselected policy's algorithm (log when unknown).
-func (p Page) shownAlgorithm() Policy {
+// shown is the preselected policy (empty when it is not offered).
+func (p Page) shown() Policy {
 	pol, _ := p.selected()
 	return pol
 }
+
+// algorithm is the preselected policy's algorithm (log when unknown).
+func (p Page) algorithm() string { return algorithm(p.shown()) }
 
 // countLabel names the count readout: the log counts entries in its window,
 // the others report what is used of the limit.
