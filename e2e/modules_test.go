@@ -248,3 +248,62 @@ func TestLogRowsDoNotOverlap(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleAlgoModel: the state of the algorithms that keep no entries,
+// moved on from a snapshot to later instants as their scripts read it —
+// fixed and counter windows rolling over, the GCRA burst coming back, the
+// bucket refilling — and decisions and resets between snapshots.
+func TestModuleAlgoModel(t *testing.T) {
+	tb := moduleTab(t)
+	runModuleCase(t, tb, `
+  const { AlgoModel } = await import('/static/js/algo-model.js');
+  const W = 10000, T = 1800000000000; // T is a multiple of W: a window edge
+  const snap = (algorithm, nowMs, rule) => ({ type: 'snapshot', key: 'k', policy: 'p', algorithm, entries: [], count: rule.count, limit: rule.limit, windowMs: W, nowMs, rules: [rule] });
+  const at = (m, t) => { const s = m.at(m.rules[0], t); return [s.used, s.resetAt]; };
+
+  let m = new AlgoModel();
+  eq('unknown before a snapshot', [m.known, m.count(T)], [false, null]);
+  m.snapshot(snap('fixed', T + 3000, { limit: 5, windowMs: W, count: 3, remaining: 2, fixed: { windowStartMs: T, count: 3 } }));
+  eq('fixed in its window', at(m, T + 9999), [3, T + W]);
+  eq('fixed at the edge', at(m, T + W), [0, null]);
+  eq('fixed count', [m.count(T + 5000), m.countIn(W, T + W)], [3, 0]);
+
+  m = new AlgoModel();
+  m.snapshot(snap('counter', T + 2000, { limit: 5, windowMs: W, count: 5, remaining: 0, counter: { windowStartMs: T, prevCount: 4, currCount: 1 } }));
+  eq('counter: 1 + ⌈4 × 0.8⌉', at(m, T + 2000), [5, T + 2 * W]);
+  near('counter estimate', m.at(m.rules[0], T + 2000).estimate, 4.2, 1e-9);
+  eq('counter: 1 + ⌈4 × 0.25⌉', at(m, T + 7500), [2, T + 2 * W]);
+  eq('counter: the current window becomes the previous', at(m, T + W), [1, T + 2 * W]);
+  eq('counter: two windows on', at(m, T + 2 * W + 1), [0, null]);
+
+  m = new AlgoModel();
+  m.snapshot(snap('gcra', T, { limit: 4, windowMs: W, count: 2, remaining: 2, gcra: { tatMs: T + 5000, emissionIntervalMs: 2500 } }));
+  eq('gcra: two of the burst used', at(m, T), [2, T + 5000]);
+  eq('gcra: one emission interval later', at(m, T + 2500), [1, T + 5000]);
+  eq('gcra: the TAT passed', at(m, T + 6000), [0, null]);
+
+  m = new AlgoModel();
+  m.snapshot(snap('bucket', T, { limit: 5, windowMs: W, count: 4, remaining: 1, bucket: { tokens: 1.5, updatedMs: T - 100 } }));
+  eq('bucket: 1.5 tokens', at(m, T), [4, T + 7000]);
+  eq('bucket: a token every 2 s', at(m, T + 1000), [3, T + 7000]);
+  eq('bucket: full', at(m, T + 8000), [0, null]);
+  near('bucket level', m.at(m.rules[0], T + 500).tokens, 1.75, 1e-9);
+
+  // A decision says the count at once; a snapshot read after it takes
+  // over, one read before it does not.
+  m.decision({ type: 'decision', allowed: true, count: 5, limit: 5, nowMs: T + 10 });
+  eq('after a decision', m.countIn(W, T + 10), 5);
+  m.snapshot(snap('bucket', T + 5, { limit: 5, windowMs: W, count: 4, remaining: 1, bucket: { tokens: 9, updatedMs: T } }));
+  eq('a snapshot read before the decision', [m.countIn(W, T + 10), m.snapNowMs], [5, T + 5]);
+  m.snapshot(snap('bucket', T + 1, { limit: 5, windowMs: W, count: 0, remaining: 5, bucket: { tokens: 5, updatedMs: T } }));
+  eq('an older snapshot is ignored', m.snapNowMs, T + 5);
+  m.snapshot(snap('bucket', T + 20, { limit: 5, windowMs: W, count: 5, remaining: 0, bucket: { tokens: 0.5, updatedMs: T + 10 } }));
+  eq('a newer snapshot', at(m, T + 20), [5, T + 20 + 9000]);
+  m.reset(T + 30);
+  eq('reset: a full bucket', at(m, T + 30), [0, null]);
+  m = new AlgoModel();
+  m.snapshot(snap('gcra', T, { limit: 4, windowMs: W, count: 2, remaining: 2, gcra: { tatMs: T + 5000, emissionIntervalMs: 2500 } }));
+  m.reset(T + 100);
+  eq('reset: no TAT ahead', at(m, T + 100), [0, null]);
+`)
+}

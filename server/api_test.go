@@ -351,9 +351,9 @@ func TestAPIToken(t *testing.T) {
 }
 
 func TestPoliciesAndHealth(t *testing.T) {
-	app := startApp(t, map[string]string{"RATESCOPE_POLICIES": "login=5/1m,20/1h;api=100/1s"})
+	app := startApp(t, map[string]string{"RATESCOPE_POLICIES": "login=5/1m,20/1h;api=100/1s;burst=10/1m@bucket+shadow"})
 	r := do(t, "GET", app.URL+"/api/v1/policies", "")
-	want := `{"policies":[{"name":"default","rules":[{"limit":10,"windowMs":60000}]},{"name":"demo","rules":[{"limit":5,"windowMs":10000}]},{"name":"login","rules":[{"limit":5,"windowMs":60000},{"limit":20,"windowMs":3600000}]},{"name":"api","rules":[{"limit":100,"windowMs":1000}]}]}`
+	want := `{"policies":[{"name":"default","rules":[{"limit":10,"windowMs":60000}],"algorithm":"log","shadow":false},{"name":"demo","rules":[{"limit":5,"windowMs":10000}],"algorithm":"log","shadow":false},{"name":"login","rules":[{"limit":5,"windowMs":60000},{"limit":20,"windowMs":3600000}],"algorithm":"log","shadow":false},{"name":"api","rules":[{"limit":100,"windowMs":1000}],"algorithm":"log","shadow":false},{"name":"burst","rules":[{"limit":10,"windowMs":60000}],"algorithm":"bucket","shadow":true}]}`
 	if r.status != 200 || !regexp.MustCompile(`^`+regexp.QuoteMeta(strings.TrimSuffix(want, "}"))+`,"version":"[0-9a-f]{12}","loadedAt":\d{13}}$`).MatchString(strings.TrimSpace(r.raw)) {
 		t.Fatalf("%d %s", r.status, r.raw)
 	}
@@ -430,7 +430,7 @@ func TestConfigErrorsStopStartup(t *testing.T) {
 func TestFlagsWinOverEnv(t *testing.T) {
 	app := startApp(t, map[string]string{"RATESCOPE_POLICIES": "demo=2/10s"}, "--policy", "demo=3/10s")
 	r := do(t, "GET", app.URL+"/api/v1/policies", "")
-	if !strings.Contains(r.raw, `{"name":"demo","rules":[{"limit":3,"windowMs":10000}]}`) {
+	if !strings.Contains(r.raw, `{"name":"demo","rules":[{"limit":3,"windowMs":10000}],"algorithm":"log","shadow":false}`) {
 		t.Fatalf("%s", r.raw)
 	}
 }

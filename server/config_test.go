@@ -248,7 +248,7 @@ envoy:
 `)
 	app := startApp(t, map[string]string{"RATESCOPE_CONFIG": path, "RATESCOPE_POLICIES": "api=100/1s", "RATESCOPE_GRPC_ADDR": "127.0.0.1:0"})
 	r := do(t, "GET", app.URL+"/api/v1/policies", "")
-	for _, want := range []string{`{"name":"api"`, `{"name":"login","rules":[{"limit":5,"windowMs":60000},{"limit":20,"windowMs":3600000}]}`} {
+	for _, want := range []string{`{"name":"api"`, `{"name":"login","rules":[{"limit":5,"windowMs":60000},{"limit":20,"windowMs":3600000}],"algorithm":"log","shadow":false}`} {
 		if !strings.Contains(r.raw, want) {
 			t.Fatalf("policies %s lack %s", r.raw, want)
 		}

@@ -65,8 +65,10 @@ func handleReset(a *app) echo.HandlerFunc {
 }
 
 type policyJSON struct {
-	Name  string           `json:"name"`
-	Rules []policyRuleJSON `json:"rules"`
+	Name      string           `json:"name"`
+	Rules     []policyRuleJSON `json:"rules"`
+	Algorithm string           `json:"algorithm"` // SPEC §8: log, fixed, counter, gcra or bucket
+	Shadow    bool             `json:"shadow"`    // SPEC §9
 }
 
 type policyRuleJSON struct {
@@ -88,7 +90,7 @@ func handlePolicies(store *configStore) echo.HandlerFunc {
 		set := store.load()
 		out := policiesJSON{Version: set.version, LoadedAt: set.loadedAt.UnixMilli()}
 		for _, p := range set.policies {
-			pj := policyJSON{Name: p.Name}
+			pj := policyJSON{Name: p.Name, Algorithm: live.AlgorithmOf(p.Policy.Policy), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				pj.Rules = append(pj.Rules, policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs()})
 			}

@@ -17,7 +17,7 @@ var testIDs = []string{
 	"clock", "ring", "timeline", "timeline-entry", "cutoff", "count",
 	"send", "boundary-test", "boundary-result", "reset",
 	"log", "log-entry", "race-naive", "race-atomic", "race-result",
-	"key", "policy", "viewers", "status", "rate",
+	"key", "policy", "viewers", "status", "rate", "algorithm",
 	// The lab (SPEC §8); its per-algorithm testids are built from the names.
 	"lab", "lab-limit", "lab-window", "lab-traffic", "lab-run", "lab-mark",
 }

@@ -113,7 +113,33 @@ func IndexPage(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\" data-algorithms=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var8 string
+			templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(captionsJSON()).Resolve(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 20, Col: 35}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "\" data-algorithm=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var9 string
+			templ_7745c5c3_Var9, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.algorithm()).Resolve(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 21, Col: 33}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var9)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -121,7 +147,7 @@ func IndexPage(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "<div class=\"grid\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"grid\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -145,7 +171,7 @@ func IndexPage(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</div></main>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</div></main>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -153,7 +179,7 @@ func IndexPage(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"toasts\" id=\"toasts\" role=\"alert\" aria-live=\"assertive\"></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<div class=\"toasts\" id=\"toasts\" role=\"alert\" aria-live=\"assertive\"></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -183,56 +209,56 @@ func layout(p Page) templ.Component {
 			}()
 		}
 		ctx = templ.InitializeContext(ctx)
-		templ_7745c5c3_Var8 := templ.GetChildren(ctx)
+		templ_7745c5c3_Var10 := templ.GetChildren(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"color-scheme\" content=\"light\"><title>ratescope · watch a sliding-window-log rate limiter</title><meta name=\"description\" content=\"A sliding-window-log rate limiter on Redis, animated live: entries land in the window, slide out, and a ring counts down to the exact Retry-After.\"><link rel=\"icon\" type=\"image/svg+xml\" href=\"")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var9 string
-		templ_7745c5c3_Var9, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("favicon.svg")).ResolveURL(ctx)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 44, Col: 70}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var9)
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "\"><link rel=\"stylesheet\" href=\"")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var10 string
-		templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("app.css")).ResolveURL(ctx)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 45, Col: 51}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var10)
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "\"><script type=\"module\" src=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><meta name=\"color-scheme\" content=\"light\"><title>ratescope · watch a sliding-window-log rate limiter</title><meta name=\"description\" content=\"A sliding-window-log rate limiter on Redis, animated live: entries land in the window, slide out, and a ring counts down to the exact Retry-After.\"><link rel=\"icon\" type=\"image/svg+xml\" href=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var11 string
-		templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("js/main.js")).ResolveURL(ctx)
+		templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("favicon.svg")).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 46, Col: 52}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 46, Col: 70}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "\"></script></head><body>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "\"><link rel=\"stylesheet\" href=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templ_7745c5c3_Var8.Render(ctx, templ_7745c5c3_Buffer)
+		var templ_7745c5c3_Var12 string
+		templ_7745c5c3_Var12, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("app.css")).ResolveURL(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 47, Col: 51}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var12)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</body></html>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "\"><script type=\"module\" src=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var13 string
+		templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.asset("js/main.js")).ResolveURL(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 48, Col: 52}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var13)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\"></script></head><body>")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templ_7745c5c3_Var10.Render(ctx, templ_7745c5c3_Buffer)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "</body></html>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -257,7 +283,7 @@ func topbar() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<header class=\"topbar\"><div class=\"brand\"><svg class=\"brand-mark\" viewBox=\"0 0 32 32\" width=\"28\" height=\"28\" aria-hidden=\"true\"><rect x=\"1\" y=\"1\" width=\"30\" height=\"30\" rx=\"8\" class=\"brand-bg\"></rect> <line x1=\"10\" y1=\"7\" x2=\"10\" y2=\"25\" class=\"brand-cut\"></line> <circle cx=\"15\" cy=\"16\" r=\"2.6\" class=\"brand-dot\"></circle> <circle cx=\"20\" cy=\"12\" r=\"2.6\" class=\"brand-dot\"></circle> <circle cx=\"25\" cy=\"19\" r=\"2.6\" class=\"brand-dot\"></circle></svg> <span class=\"brand-name\">ratescope</span> <span class=\"brand-tag\">a sliding-window-log rate limiter on Redis, live</span></div><div class=\"topbar-meta\"><a class=\"nav-link\" href=\"/lab\" data-testid=\"lab-link\" title=\"Five algorithms side by side on the same traffic\">the lab: five algorithms →</a> <span class=\"viewers\" title=\"Browser tabs watching this window, across all instances\"><span class=\"viewers-n\" data-testid=\"viewers\">0</span> <span class=\"viewers-label\" id=\"viewers-label\">watching</span></span> <span class=\"status status-reconnecting\" data-testid=\"status\" role=\"status\" title=\"WebSocket and Redis\">reconnecting</span></div></header>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<header class=\"topbar\"><div class=\"brand\"><svg class=\"brand-mark\" viewBox=\"0 0 32 32\" width=\"28\" height=\"28\" aria-hidden=\"true\"><rect x=\"1\" y=\"1\" width=\"30\" height=\"30\" rx=\"8\" class=\"brand-bg\"></rect> <line x1=\"10\" y1=\"7\" x2=\"10\" y2=\"25\" class=\"brand-cut\"></line> <circle cx=\"15\" cy=\"16\" r=\"2.6\" class=\"brand-dot\"></circle> <circle cx=\"20\" cy=\"12\" r=\"2.6\" class=\"brand-dot\"></circle> <circle cx=\"25\" cy=\"19\" r=\"2.6\" class=\"brand-dot\"></circle></svg> <span class=\"brand-name\">ratescope</span> <span class=\"brand-tag\">a sliding-window-log rate limiter on Redis, live</span></div><div class=\"topbar-meta\"><a class=\"nav-link\" href=\"/lab\" data-testid=\"lab-link\" title=\"Five algorithms side by side on the same traffic\">the lab: five algorithms →</a> <span class=\"viewers\" title=\"Browser tabs watching this window, across all instances\"><span class=\"viewers-n\" data-testid=\"viewers\">0</span> <span class=\"viewers-label\" id=\"viewers-label\">watching</span></span> <span class=\"status status-reconnecting\" data-testid=\"status\" role=\"status\" title=\"WebSocket and Redis\">reconnecting</span></div></header>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -282,92 +308,118 @@ func picker(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<section class=\"card picker-card\" aria-label=\"Which window to watch\"><form class=\"picker\" id=\"picker\" method=\"get\" action=\"/\" novalidate><div class=\"field field-key\"><label for=\"key-input\">Client key</label> <input id=\"key-input\" name=\"key\" type=\"text\" data-testid=\"key\" value=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<section class=\"card picker-card\" aria-label=\"Which window to watch\"><form class=\"picker\" id=\"picker\" method=\"get\" action=\"/\" novalidate><div class=\"field field-key\"><label for=\"key-input\">Client key</label> <input id=\"key-input\" name=\"key\" type=\"text\" data-testid=\"key\" value=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var14 string
-		templ_7745c5c3_Var14, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.Key).Resolve(ctx)
+		var templ_7745c5c3_Var16 string
+		templ_7745c5c3_Var16, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.Key).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 88, Col: 18}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 90, Col: 18}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var14)
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var16)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "\" maxlength=\"128\" required autocomplete=\"off\" autocapitalize=\"off\" spellcheck=\"false\" aria-describedby=\"key-help\"></div><div class=\"field field-policy\"><label for=\"policy-select\">Policy</label> <select id=\"policy-select\" name=\"policy\" data-testid=\"policy\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "\" maxlength=\"128\" required autocomplete=\"off\" autocapitalize=\"off\" spellcheck=\"false\" aria-describedby=\"key-help\"></div><div class=\"field field-policy\"><label for=\"policy-select\">Policy</label> <select id=\"policy-select\" name=\"policy\" data-testid=\"policy\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		for _, pol := range p.Policies {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<option value=\"")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			var templ_7745c5c3_Var15 string
-			templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression(pol.Name).Resolve(ctx)
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 101, Col: 30}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var15)
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "\"")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			if pol.Name == p.Policy {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, " selected")
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, ">")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			var templ_7745c5c3_Var16 string
-			templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(pol.Name)
-			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 101, Col: 78}
-			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, " · ")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<option value=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var17 string
-			templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(rulesLabel(pol))
+			templ_7745c5c3_Var17, templ_7745c5c3_Err = templruntime.NewAttributeExpression(pol.Name).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 101, Col: 101}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 103, Col: 30}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</option>")
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var17)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if pol.Name == p.Policy {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, " selected")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, ">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var18 string
+			templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(pol.Name)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 103, Col: 78}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, " (")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var19 string
+			templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(algorithmLabel(pol))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 103, Col: 103}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, ") · ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var20 string
+			templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(rulesLabel(pol))
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 103, Col: 127}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "</option>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</select></div><button type=\"submit\" class=\"btn btn-quiet\">Watch</button><div class=\"field picker-help\"><span class=\"field-label\">Redis sorted set</span> <code class=\"zset\" id=\"zset-key\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</select></div><button type=\"submit\" class=\"btn btn-quiet\">Watch</button><div class=\"field picker-help\"><span class=\"field-label\" id=\"redis-key-label\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var18 string
-		templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
+		var templ_7745c5c3_Var21 string
+		templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(redisKeyLabel(p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 108, Col: 63}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 109, Col: 81}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "</code> <span class=\"muted small\" id=\"key-help\">key: 1–128 of A–Z a–z 0–9 . _ : &#64; / + = -</span></div></form><p class=\"field-error\" id=\"key-error\" hidden></p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</span> <code class=\"zset\" id=\"zset-key\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var22 string
+		templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinStringErrs(redisKey(p.Key, p.Policy, p.algorithm()))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 110, Col: 79}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</code> <span class=\"muted small\" id=\"key-help\">key: 1–128 of A–Z a–z 0–9 . _ : &#64; / + = -</span></div></form><p class=\"field-error\" id=\"key-error\" hidden></p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -392,48 +444,100 @@ func windowCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "<section class=\"card window-card\" aria-labelledby=\"window-title\"><div class=\"card-head\"><h2 id=\"window-title\">The sliding window</h2><span class=\"chip\" id=\"rules-label\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<section class=\"card window-card\" id=\"window-card\" aria-labelledby=\"window-title\" data-algorithm=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var24 string
+		templ_7745c5c3_Var24, templ_7745c5c3_Err = templruntime.NewAttributeExpression(p.algorithm()).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 119, Col: 113}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var24)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "\"><div class=\"card-head\"><h2 id=\"window-title\">The window</h2><span class=\"chip chip-algo\" data-testid=\"algorithm\" title=\"How this policy keeps its windows (SPEC §8)\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var25 string
+		templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(algorithmLabel(p.shown()))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 122, Col: 136}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "</span> <span class=\"chip\" id=\"rules-label\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if pol, ok := p.selected(); ok {
-			var templ_7745c5c3_Var20 string
-			templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(rulesLabel(pol))
+			var templ_7745c5c3_Var26 string
+			templ_7745c5c3_Var26, templ_7745c5c3_Err = templ.JoinStringErrs(rulesLabel(pol))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 122, Col: 22}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 125, Col: 22}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var26))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "</span></div><div class=\"window-top\"><div class=\"ring-wrap\" id=\"ring-wrap\"><svg class=\"ring\" data-testid=\"ring\" data-remaining-ms=\"0\" viewBox=\"0 0 120 120\" role=\"img\" aria-labelledby=\"ring-value ring-label\"><circle class=\"ring-track\" cx=\"60\" cy=\"60\" r=\"52\"></circle> <circle class=\"ring-bar\" id=\"ring-bar\" cx=\"60\" cy=\"60\" r=\"52\" transform=\"rotate(-90 60 60)\"></circle></svg><div class=\"ring-center\"><span class=\"ring-value\" id=\"ring-value\">0.0 s</span> <span class=\"ring-label\" id=\"ring-label\">window empty</span></div></div><div class=\"readout readout-clock\"><span class=\"readout-label\">Limiter clock · Redis TIME, epoch ms</span> <span class=\"clock\" data-testid=\"clock\">—</span></div><div class=\"readout readout-count\"><span class=\"readout-label\">In window / limit</span> <span class=\"count-row\"><span class=\"count\" data-testid=\"count\">– / ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "</span></div><p class=\"caption algo-caption\" id=\"algo-caption\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var21 string
-		templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(p.minLimit())
+		var templ_7745c5c3_Var27 string
+		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(AlgorithmCaptions[p.algorithm()])
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 144, Col: 65}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 129, Col: 86}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div></div></div><div class=\"tl-axis\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var22 string
-		templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 178, Col: 92}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "</p><div class=\"window-top\"><div class=\"ring-wrap\" id=\"ring-wrap\"><svg class=\"ring\" data-testid=\"ring\" data-remaining-ms=\"0\" viewBox=\"0 0 120 120\" role=\"img\" aria-labelledby=\"ring-value ring-label\"><circle class=\"ring-track\" cx=\"60\" cy=\"60\" r=\"52\"></circle> <circle class=\"ring-bar\" id=\"ring-bar\" cx=\"60\" cy=\"60\" r=\"52\" transform=\"rotate(-90 60 60)\"></circle></svg><div class=\"ring-center\"><span class=\"ring-value\" id=\"ring-value\">0.0 s</span> <span class=\"ring-label\" id=\"ring-label\">window empty</span></div></div><div class=\"readout readout-clock\"><span class=\"readout-label\">Limiter clock · Redis TIME, epoch ms</span> <span class=\"clock\" data-testid=\"clock\">—</span></div><div class=\"readout readout-count\"><span class=\"readout-label\" id=\"count-label\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</code>: <b>score</b> = Redis <code>TIME</code> in epoch ms when it was added, <b>member</b> = a UUID v4, so same-millisecond requests never collide. The <b>cutoff</b> sits at now − window: an entry with score ≤ now − window is out and slides off to the left.</p></section>")
+		var templ_7745c5c3_Var28 string
+		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(countLabel(p.algorithm()))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 146, Col: 76}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "</span> <span class=\"count-row\"><span class=\"count\" data-testid=\"count\">– / ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var29 string
+		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.minLimit())
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 148, Col: 65}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption log-only\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var30 string
+		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 183, Col: 92}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "</code>: <b>score</b> = Redis <code>TIME</code> in epoch ms when it was added, <b>member</b> = a UUID v4, so same-millisecond requests never collide. The <b>cutoff</b> sits at now − window: an entry with score ≤ now − window is out and slides off to the left.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -458,7 +562,7 @@ func actionsCard() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<section class=\"card actions-card\" aria-labelledby=\"actions-title\"><div class=\"card-head\"><h2 id=\"actions-title\">Try it</h2></div><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-primary\" data-testid=\"send\">Send a request</button> <button type=\"button\" class=\"btn\" data-testid=\"boundary-test\">Boundary test</button> <button type=\"button\" class=\"btn btn-danger\" data-testid=\"reset\">Reset window</button></div><dl class=\"results\"><div class=\"result\"><dt>Last request</dt><dd id=\"send-result\" aria-live=\"polite\"></dd></div><div class=\"result\"><dt>Boundary test</dt><dd data-testid=\"boundary-result\" aria-live=\"polite\"></dd></div></dl><p class=\"caption\">Real HTTP calls from this page: <code>POST /api/v1/check</code> decides and records. The boundary test resets the window, sends <i>limit</i> requests one after another (all 200), then one more: 429, with a Retry-After of the full window.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<section class=\"card actions-card\" aria-labelledby=\"actions-title\"><div class=\"card-head\"><h2 id=\"actions-title\">Try it</h2></div><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-primary\" data-testid=\"send\">Send a request</button> <button type=\"button\" class=\"btn\" data-testid=\"boundary-test\">Boundary test</button> <button type=\"button\" class=\"btn btn-danger\" data-testid=\"reset\">Reset window</button></div><dl class=\"results\"><div class=\"result\"><dt>Last request</dt><dd id=\"send-result\" aria-live=\"polite\"></dd></div><div class=\"result\"><dt>Boundary test</dt><dd data-testid=\"boundary-result\" aria-live=\"polite\"></dd></div></dl><p class=\"caption\">Real HTTP calls from this page: <code>POST /api/v1/check</code> decides and records. The boundary test resets the window, sends <i>limit</i> requests one after another (all 200), then one more: 429, with a Retry-After of the full window.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -483,7 +587,7 @@ func logCard() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -508,7 +612,7 @@ func raceCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 32, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>demo</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\"><div class=\"race-line\" data-mode=\"naive\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div><div class=\"race-line\" data-mode=\"atomic\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div></div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>demo</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\"><div class=\"race-line\" data-mode=\"naive\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div><div class=\"race-line\" data-mode=\"atomic\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div></div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -533,20 +637,20 @@ func explainCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 33, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><ol class=\"steps\"><li><code>TIME</code> now, from Redis's own clock, so every app instance agrees</li><li><code>ZREMRANGEBYRANK</code> evicts entries with score ≤ now − window (at most 1,000 per call)</li><li><code>ZCOUNT key (now−window +inf</code> counts each rule's window; an entry exactly at the cutoff is already out</li><li><code>ZADD key now uuid</code> only if every rule has room, then <code>PEXPIRE</code> to the longest window</li><li><code>denied?</code> nothing is recorded; Retry-After = oldest relevant entry + window − now</li></ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><p class=\"caption algo-only\">The other algorithms run their own script the same way (<code>limiter/&lt;algorithm&gt;.lua</code>): <code>TIME</code>, then per rule <code>HGET</code> its field of the hash <code>rate_limit:&#123;key&#125;:policy:algorithm</code>, decide, and only when every rule allows it <code>HSET</code> the new state and <code>PEXPIRE</code> until the last rule has full room again.</p><ol class=\"steps log-only\"><li><code>TIME</code> now, from Redis's own clock, so every app instance agrees</li><li><code>ZREMRANGEBYRANK</code> evicts entries with score ≤ now − window (at most 1,000 per call)</li><li><code>ZCOUNT key (now−window +inf</code> counts each rule's window; an entry exactly at the cutoff is already out</li><li><code>ZADD key now uuid</code> only if every rule has room, then <code>PEXPIRE</code> to the longest window</li><li><code>denied?</code> nothing is recorded; Retry-After = oldest relevant entry + window − now</li></ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var27 string
-		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(zsetKey(p.Key, p.Policy))
+		var templ_7745c5c3_Var35 string
+		templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 270, Col: 55}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 281, Col: 71}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -571,33 +675,33 @@ func footer(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 35, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var29 string
-		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
+		var templ_7745c5c3_Var37 string
+		templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 279, Col: 76}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 290, Col: 76}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var30 string
-		templ_7745c5c3_Var30, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 283, Col: 41}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var30))
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
+		var templ_7745c5c3_Var38 string
+		templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 294, Col: 41}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var38))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

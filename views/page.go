@@ -15,10 +15,67 @@ type Rule struct {
 	Label    string `json:"label"`
 }
 
-// Policy is a named set of rules offered in the policy picker.
+// Policy is a named set of rules offered in the policy picker, with the
+// algorithm that keeps its windows (log, fixed, counter, gcra or bucket;
+// empty means log) and whether it is a shadow policy.
 type Policy struct {
-	Name  string `json:"name"`
-	Rules []Rule `json:"rules"`
+	Name      string `json:"name"`
+	Rules     []Rule `json:"rules"`
+	Algorithm string `json:"algorithm"`
+	Shadow    bool   `json:"shadow"`
+}
+
+// AlgorithmCaptions say in one line what each algorithm keeps and decides.
+// The page's script reads them from a data- attribute, so they live here once.
+var AlgorithmCaptions = map[string]string{
+	"log":     "Sliding-window log: one sorted-set entry per allowed request, scored by Redis time; exact.",
+	"fixed":   "Fixed window: one counter per window aligned on Redis time; it starts again from 0 at each edge, so a burst can pass just before and just after one.",
+	"counter": "Sliding-window counter: the previous window's count, weighted by how much of it the sliding window still covers, plus the current window's count; two counters, an approximation.",
+	"gcra":    "GCRA: one timestamp, the theoretical arrival time (TAT); each request pushes it on by window / limit, and a request fits while the TAT stays within one window of now.",
+	"bucket":  "Token bucket: up to limit tokens, refilled continuously at limit per window; each request takes its cost in tokens.",
+}
+
+// algorithm is pol's algorithm with the default filled in.
+func algorithm(pol Policy) string {
+	if pol.Algorithm == "" {
+		return "log"
+	}
+	return pol.Algorithm
+}
+
+// algorithmLabel names what the page shows, e.g. "gcra" or "gcra · shadow".
+func algorithmLabel(pol Policy) string {
+	if pol.Shadow {
+		return algorithm(pol) + " · shadow"
+	}
+	return algorithm(pol)
+}
+
+// shown is the preselected policy (empty when it is not offered).
+func (p Page) shown() Policy {
+	pol, _ := p.selected()
+	return pol
+}
+
+// algorithm is the preselected policy's algorithm (log when unknown).
+func (p Page) algorithm() string { return algorithm(p.shown()) }
+
+// countLabel names the count readout: the log counts entries in its window,
+// the others report what is used of the limit.
+func countLabel(algorithm string) string {
+	if algorithm == "log" {
+		return "In window / limit"
+	}
+	return "Used / limit"
+}
+
+// captionsJSON feeds AlgorithmCaptions to the script.
+func captionsJSON() string {
+	b, err := json.Marshal(AlgorithmCaptions)
+	if err != nil { // cannot happen for a map of strings
+		return "{}"
+	}
+	return string(b)
 }
 
 // Page is everything IndexPage needs. Key and Policy name the window shown
@@ -89,6 +146,23 @@ func policiesJSON(ps []Policy) string {
 		return "[]"
 	}
 	return string(b)
+}
+
+// redisKey is where the shown window lives in Redis: the log's sorted set,
+// or the other algorithms' hash, e.g. rate_limit:{demo}:api:gcra.
+func redisKey(key, policy, algorithm string) string {
+	if algorithm == "log" {
+		return zsetKey(key, policy)
+	}
+	return zsetKey(key, policy) + ":" + algorithm
+}
+
+// redisKeyLabel names what redisKey holds.
+func redisKeyLabel(algorithm string) string {
+	if algorithm == "log" {
+		return "Redis sorted set"
+	}
+	return "Redis hash, a field per rule"
 }
 
 // zsetKey is the Redis key of the shown window, e.g. rate_limit:{demo}:demo.

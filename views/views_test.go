@@ -59,6 +59,7 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 		{"reset", "button"}, {"log", ""}, {"race-naive", "button"},
 		{"race-atomic", "button"}, {"race-result", ""}, {"key", "input"},
 		{"policy", "select"}, {"viewers", ""}, {"status", ""}, {"rate", ""},
+		{"algorithm", ""},
 	} {
 		sel := byTestID(doc, tc.id)
 		if sel.Length() != 1 {
@@ -78,8 +79,11 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 	if got, _ := byTestID(doc, "timeline").Attr("data-count"); got != "0" {
 		t.Errorf("timeline data-count = %q before any data, want 0", got)
 	}
-	if n := byTestID(doc, "timeline").Find("canvas").Length(); n != 1 {
-		t.Errorf("timeline holds %d canvases, want 1 for busy windows", n)
+	if n := byTestID(doc, "timeline").Find("canvas.tl-canvas").Length(); n != 1 {
+		t.Errorf("timeline holds %d canvases for busy windows, want 1", n)
+	}
+	if n := byTestID(doc, "timeline").Find("canvas.tl-algo").Length(); n != 1 {
+		t.Errorf("timeline holds %d canvases for the other algorithms' state, want 1", n)
 	}
 	if n := byTestID(doc, "rate").Find("canvas").Length(); n != 1 {
 		t.Errorf("rate holds %d canvases, want 1 for the sparkline", n)
@@ -117,6 +121,50 @@ func TestPolicySelectMarksSelected(t *testing.T) {
 	}
 	if txt := opts.Eq(2).Text(); !strings.Contains(txt, "20 per 1h, 5 per 1m") {
 		t.Errorf("login option reads %q, want its rule labels", txt)
+	}
+}
+
+// TestAlgorithmShown: the option of every policy names its algorithm, and
+// the page names the preselected one's (with "shadow") and says what it is.
+func TestAlgorithmShown(t *testing.T) {
+	p := testPage()
+	p.Policies = append(p.Policies,
+		views.Policy{Name: "api", Algorithm: "gcra", Rules: []views.Rule{{Limit: 100, WindowMs: 60_000, Label: "100 per 1m"}}},
+		views.Policy{Name: "burst", Algorithm: "bucket", Shadow: true, Rules: []views.Rule{{Limit: 10, WindowMs: 1_000, Label: "10 per 1s"}}},
+	)
+	doc, _ := render(t, p)
+	var got []string
+	byTestID(doc, "policy").Find("option").Each(func(_ int, o *goquery.Selection) { got = append(got, o.Text()) })
+	want := []string{
+		"default (log) · 10 per 1m", "demo (log) · 5 per 10s", "login (log) · 20 per 1h, 5 per 1m",
+		"api (gcra) · 100 per 1m", "burst (bucket · shadow) · 10 per 1s",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("options read %q, want %q", got, want)
+	}
+	if a := strings.TrimSpace(byTestID(doc, "algorithm").Text()); a != "log" {
+		t.Errorf("algorithm reads %q for login, want log", a)
+	}
+	for _, tc := range []struct{ policy, text, card string }{{"api", "gcra", "gcra"}, {"burst", "bucket · shadow", "bucket"}} {
+		p.Policy = tc.policy
+		doc, _ := render(t, p)
+		if a := strings.TrimSpace(byTestID(doc, "algorithm").Text()); a != tc.text {
+			t.Errorf("algorithm reads %q for %s, want %q", a, tc.policy, tc.text)
+		}
+		if k := doc.Find("#zset-key").Text(); k != "rate_limit:{demo}:"+tc.policy+":"+tc.card {
+			t.Errorf("Redis key for %s reads %q", tc.policy, k)
+		}
+		if c, _ := doc.Find("#window-card").Attr("data-algorithm"); c != tc.card {
+			t.Errorf("window card's data-algorithm = %q for %s, want %q", c, tc.policy, tc.card)
+		}
+		if c := doc.Find("#algo-caption").Text(); c != views.AlgorithmCaptions[tc.card] || c == "" {
+			t.Errorf("caption for %s reads %q", tc.policy, c)
+		}
+	}
+	var caps map[string]string
+	raw, _ := doc.Find("#app").Attr("data-algorithms")
+	if err := json.Unmarshal([]byte(raw), &caps); err != nil || len(caps) != 5 {
+		t.Errorf("data-algorithms = %q (%v), want the five captions", raw, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package live
 
 import (
 	"encoding/json"
+	"math"
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/livebus"
@@ -31,6 +32,10 @@ type helloMsg struct {
 	Policy   string       `json:"policy"`
 	Rules    []policyRule `json:"rules"`
 	TickMs   int64        `json:"tickMs"`
+	// Algorithm is how the policy keeps its windows (SPEC §8); Shadow marks
+	// a policy whose denials are only reported (SPEC §9).
+	Algorithm string `json:"algorithm"`
+	Shadow    bool   `json:"shadow"`
 }
 
 type policyRule struct {
@@ -39,7 +44,10 @@ type policyRule struct {
 }
 
 func helloMessage(instance, key string, p limiter.Policy, tickMs int64) []byte {
-	m := helloMsg{Type: TypeHello, Instance: instance, Key: key, Policy: p.Name, TickMs: tickMs}
+	m := helloMsg{
+		Type: TypeHello, Instance: instance, Key: key, Policy: p.Name, TickMs: tickMs,
+		Algorithm: AlgorithmOf(p), Shadow: p.Shadow,
+	}
 	for _, r := range p.Rules {
 		m.Rules = append(m.Rules, policyRule{Limit: r.Limit, WindowMs: r.WindowMs()})
 	}
@@ -67,11 +75,21 @@ type tickMsg struct {
 // TickMessage is the clock tick at nowMs on the limiter's clock.
 func TickMessage(nowMs int64) []byte { return encode(tickMsg{Type: TypeTick, NowMs: nowMs}) }
 
+// AlgorithmOf is p's algorithm with the default filled in: log.
+func AlgorithmOf(p limiter.Policy) string {
+	if p.Algorithm == "" {
+		return limiter.Log
+	}
+	return p.Algorithm
+}
+
 // WindowState is a window read without consuming it: the body of GET
-// /api/v1/window and, with a type, the snapshot message.
+// /api/v1/window and, with a type, the snapshot message. Every algorithm
+// fills the counts; the log adds its entries, the others each rule's state.
 type WindowState struct {
 	Key       string      `json:"key"`
 	Policy    string      `json:"policy"`
+	Algorithm string      `json:"algorithm"`
 	Entries   []Entry     `json:"entries"`
 	Truncated bool        `json:"truncated"`
 	Count     int         `json:"count"`
@@ -87,29 +105,104 @@ type Entry struct {
 	Ms int64  `json:"ms"`
 }
 
-// RuleState is one rule's state in a window.
+// RuleState is one rule's state in a window: its counts and, for every
+// algorithm but the log, exactly one of the algorithm's own states.
 type RuleState struct {
-	Limit     int   `json:"limit"`
-	WindowMs  int64 `json:"windowMs"`
-	Count     int   `json:"count"`
-	Remaining int   `json:"remaining"`
+	Limit     int           `json:"limit"`
+	WindowMs  int64         `json:"windowMs"`
+	Count     int           `json:"count"`
+	Remaining int           `json:"remaining"`
+	Fixed     *FixedState   `json:"fixed,omitempty"`
+	Counter   *CounterState `json:"counter,omitempty"`
+	GCRA      *GCRAState    `json:"gcra,omitempty"`
+	Bucket    *BucketState  `json:"bucket,omitempty"`
+}
+
+// FixedState is a fixed window's counter: Count requests since
+// WindowStartMs; the window resets at WindowStartMs + windowMs.
+type FixedState struct {
+	WindowStartMs int64 `json:"windowStartMs"`
+	Count         int   `json:"count"`
+}
+
+// CounterState is the sliding-window counter's two windows. The current one
+// began at WindowStartMs; Weight is the previous window's share at the
+// snapshot, (windowMs − elapsed) / windowMs, and Estimate is
+// PrevCount × Weight + CurrCount, what the rule compares with its limit.
+type CounterState struct {
+	WindowStartMs int64   `json:"windowStartMs"`
+	PrevCount     int     `json:"prevCount"`
+	CurrCount     int     `json:"currCount"`
+	Weight        float64 `json:"weight"`
+	Estimate      float64 `json:"estimate"`
+}
+
+// GCRAState is GCRA's theoretical arrival time, rounded up to a whole ms,
+// and its emission interval windowMs / limit (a fraction of a ms where the
+// window does not divide). A request of cost c fits while
+// max(TatMs, now) + c × EmissionIntervalMs − now ≤ windowMs: the burst
+// left is (windowMs − (TatMs − now)) / EmissionIntervalMs.
+type GCRAState struct {
+	TatMs              int64   `json:"tatMs"`
+	EmissionIntervalMs float64 `json:"emissionIntervalMs"`
+}
+
+// BucketState is a token bucket: Tokens (a fraction of a token counts) at
+// the snapshot's nowMs, refilling at limit per windowMs up to limit;
+// UpdatedMs is when the stored count was last written.
+type BucketState struct {
+	Tokens    float64 `json:"tokens"`
+	UpdatedMs int64   `json:"updatedMs"`
 }
 
 // NewWindowState turns the limiter's window into its JSON form.
 func NewWindowState(w limiter.Window) WindowState {
 	out := WindowState{
-		Key: w.Key, Policy: w.Policy, Entries: make([]Entry, len(w.Entries)),
+		Key: w.Key, Policy: w.Policy, Algorithm: w.Algorithm, Entries: make([]Entry, len(w.Entries)),
 		Truncated: w.Truncated, Count: w.Count, Limit: w.Limit, WindowMs: w.WindowMs, NowMs: w.NowMs,
 		Rules: make([]RuleState, len(w.Rules)),
 	}
 	for i, e := range w.Entries {
 		out.Entries[i] = Entry{ID: e.ID, Ms: e.Ms}
 	}
+	if out.Algorithm == "" {
+		out.Algorithm = limiter.Log
+	}
 	for i, r := range w.Rules {
-		out.Rules[i] = RuleState{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
+		out.Rules[i] = newRuleState(r, w.NowMs)
 	}
 	return out
 }
+
+func newRuleState(r limiter.RuleState, nowMs int64) RuleState {
+	s := RuleState{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
+	switch {
+	case r.Fixed != nil:
+		s.Fixed = &FixedState{WindowStartMs: r.Fixed.WindowStartMs, Count: r.Fixed.Count}
+	case r.Counter != nil:
+		c := r.Counter
+		s.Counter = &CounterState{
+			WindowStartMs: c.WindowStartMs, PrevCount: c.Previous, CurrCount: c.Current,
+			Estimate: round3(c.Estimate),
+		}
+		if r.WindowMs > 0 {
+			s.Counter.Weight = round3(float64(r.WindowMs-(nowMs-c.WindowStartMs)) / float64(r.WindowMs))
+		}
+	case r.GCRA != nil:
+		s.GCRA = &GCRAState{
+			TatMs:              int64(math.Ceil(r.GCRA.TATMs)),
+			EmissionIntervalMs: round3(float64(r.WindowMs) / float64(r.Limit)),
+		}
+	case r.Bucket != nil:
+		// Rounded down, so a bucket shown holding 3 tokens lets 3 requests pass.
+		s.Bucket = &BucketState{Tokens: math.Floor(r.Bucket.Tokens*1000) / 1000, UpdatedMs: r.Bucket.LastRefillMs}
+	}
+	return s
+}
+
+// round3 keeps three decimals: enough for a fraction of a token or a ms,
+// and readable in JSON.
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
 type snapshotMsg struct {
 	Type string `json:"type"`

@@ -13,6 +13,8 @@ import { ruleLabel } from './format.js';
 import { Clock } from './clock.js';
 import { Stream } from './stream.js';
 import { WindowModel } from './window-model.js';
+import { AlgoModel, LOG } from './algo-model.js';
+import { AlgoView } from './algo-view.js';
 import { Timeline } from './timeline.js';
 import { Ring } from './ring.js';
 import { CountReadout, bindingRule } from './count.js';
@@ -33,6 +35,9 @@ function init() {
     key: app.dataset.key || 'demo',
     policy: app.dataset.policy || 'demo',
     policies: parsePolicies(app.dataset.policies),
+    captions: parseCaptions(app.dataset.algorithms),
+    algorithm: LOG, // how the watched policy keeps its windows (SPEC §8)
+    shadow: false,
     rules: [], // [{limit, windowMs, label}] of the watched policy
     redis: 'unknown',
     viewers: null,
@@ -53,6 +58,12 @@ function init() {
     streamInstance: byId('stream-instance'),
     streamInstanceWrap: byId('stream-instance-wrap'),
     zsetKeys: document.querySelectorAll('#zset-key, #zset-key-2, #zset-key-3'),
+    algorithm: byTestId('algorithm'),
+    algoCaption: byId('algo-caption'),
+    windowCard: byId('window-card'),
+    countLabel: byId('count-label'),
+    redisKeyLabel: byId('redis-key-label'),
+    timeline: byTestId('timeline'),
   };
   const w = new Writer();
   toastInto(byId('toasts'));
@@ -66,6 +77,10 @@ function init() {
     canvas: byId('tl-canvas'),
     caption: byId('tl-caption'),
     axisStart: byId('axis-start'),
+  }, w);
+  const algo = new AlgoModel();
+  const algoView = new AlgoView({
+    timeline: byTestId('timeline'), plot: byId('tl-plot'), canvas: byId('tl-algo'), caption: byId('tl-caption'),
   }, w);
   const ring = new Ring({
     ring: byTestId('ring'), wrap: byId('ring-wrap'), bar: byId('ring-bar'), value: byId('ring-value'), label: byId('ring-label'),
@@ -104,6 +119,7 @@ function init() {
         }));
       }
       if (m.instance) state.instance = String(m.instance);
+      if (typeof m.algorithm === 'string') setAlgorithm(m.algorithm, !!m.shadow);
     },
     [MSG.STATUS]: (m) => {
       state.redis = m.redis === 'down' ? 'down' : 'up';
@@ -112,11 +128,13 @@ function init() {
     [MSG.SNAPSHOT]: (m) => {
       if (!forThisWindow(m)) return;
       model.snapshot(m);
+      if (state.algorithm !== LOG) algo.snapshot(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
     },
     [MSG.DECISION]: (m) => {
       if (!forThisWindow(m)) return;
       model.decision(m);
+      if (state.algorithm !== LOG) algo.decision(m);
       log.decision(m);
       rate.decision(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
@@ -134,6 +152,7 @@ function init() {
     [MSG.RESET]: (m) => {
       if (!forThisWindow(m)) return;
       model.reset(m.nowMs);
+      algo.reset(m.nowMs);
       state.denial = null;
       state.reported = { count: 0, limit: state.reported.limit };
       log.note(m.nowMs, 'window reset');
@@ -168,10 +187,42 @@ function init() {
     model.setRules(state.rules);
   }
 
+  // setAlgorithm names the watched policy's algorithm on the page and picks
+  // the timeline that draws it: entries for the log, the state otherwise.
+  function setAlgorithm(name, shadow) {
+    const a = name || LOG;
+    if (a !== state.algorithm) {
+      algo.clear();
+      algoView.clear();
+      if (a !== LOG) timeline.clear();
+    }
+    state.algorithm = a;
+    state.shadow = shadow;
+    algo.setAlgorithm(a);
+    w.text(ui.algorithm, a + (shadow ? ' · shadow' : ''));
+    w.text(ui.algoCaption, state.captions[a] || '');
+    w.attr(ui.windowCard, 'data-algorithm', a);
+    w.attr(app, 'data-algorithm', a);
+    w.attr(ui.timeline, 'aria-label', a === LOG
+      ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
+      : 'The ' + a + ' state of each rule, moving with the limiter clock');
+    w.text(ui.countLabel, a === LOG ? 'In window / limit' : 'Used / limit');
+    showKeys();
+  }
+
+  // showKeys names the watched window's Redis key: the log's sorted set or,
+  // for the other algorithms, their hash beside it (SPEC §8).
+  function showKeys() {
+    let k = 'rate_limit:{' + state.key + '}:' + state.policy;
+    if (state.algorithm !== LOG) k += ':' + state.algorithm;
+    for (const el of ui.zsetKeys) el.textContent = k;
+    w.text(ui.redisKeyLabel, state.algorithm === LOG ? 'Redis sorted set' : 'Redis hash, a field per rule');
+  }
+
   function applyPolicy() {
     const pol = policyByName(state.policies, state.policy);
+    setAlgorithm(pol && pol.algorithm ? pol.algorithm : LOG, !!(pol && pol.shadow));
     setRules(pol && Array.isArray(pol.rules) ? pol.rules : []);
-    for (const el of ui.zsetKeys) el.textContent = 'rate_limit:{' + state.key + '}:' + state.policy;
   }
 
   function streamURL() {
@@ -204,6 +255,8 @@ function init() {
     state.denial = null;
     state.viewers = 0;
     model.clear();
+    algo.clear();
+    algoView.clear();
     timeline.clear();
     log.clear();
     rate.clear();
@@ -242,12 +295,33 @@ function init() {
     if (t === null) return;
     w.text(ui.clock, String(Math.floor(t)));
     model.expire(t);
-    timeline.render(model, t);
     const blocked = state.denial !== null && state.denial.retryAt > t;
-    counter.render(t, model, state.rules, state.reported, blocked);
-    ring.render(t, model.oldestMs, model.windowMs, state.denial);
+    if (state.algorithm === LOG) {
+      timeline.render(model, t);
+      counter.render(t, model, state.rules, state.reported, blocked);
+      ring.render(t, model.oldestMs, model.windowMs, state.denial);
+    } else {
+      algoView.render(algo, t);
+      counter.render(t, algo.known ? algo : model, state.rules, state.reported, blocked);
+      renderAlgoRing(t);
+    }
     log.render(Math.max(state.reported.limit || 0, ...state.rules.map((r) => r.limit)));
     rate.render(t);
+  }
+
+  // renderAlgoRing counts down, when not blocked, to the binding rule's
+  // reset: the end of a fixed window, the counter's estimate at 0, the TAT,
+  // a full bucket.
+  function renderAlgoRing(t) {
+    const rule = bindingRule(state.rules);
+    const r = rule && algo.known ? algo.rule(rule.windowMs) : null;
+    const s = r ? algo.at(r, t) : null;
+    const W = rule ? rule.windowMs : 0;
+    if (!s || s.resetAt === null) {
+      ring.render(t, null, W, state.denial);
+      return;
+    }
+    ring.render(t, s.resetAt - W, W, state.denial, RESET_LABELS[state.algorithm] || 'until it resets');
   }
 
   let raf = 0;
@@ -279,6 +353,22 @@ function init() {
   window.addEventListener('online', () => stream.retry());
   stream.open(streamURL());
   schedule();
+}
+
+const RESET_LABELS = {
+  fixed: 'until the window resets',
+  counter: 'until the estimate is 0',
+  gcra: 'until the burst is whole',
+  bucket: 'until the bucket is full',
+};
+
+function parseCaptions(raw) {
+  try {
+    const v = JSON.parse(raw || '{}');
+    return v !== null && typeof v === 'object' ? v : {};
+  } catch (e) {
+    return {};
+  }
 }
 
 function parsePolicies(raw) {

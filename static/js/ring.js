@@ -14,8 +14,9 @@ export class Ring {
   }
 
   // render shows the denial's countdown while blocked (denial = {retryAt,
-  // total} in Redis ms), else the time until oldest + windowMs.
-  render(t, oldest, windowMs, denial) {
+  // total} in Redis ms), else the time until oldest + windowMs, labelled
+  // idleLabel when the algorithm counts down to something else (its reset).
+  render(t, oldest, windowMs, denial, idleLabel) {
     let remaining = 0;
     let total = windowMs || 1;
     let mode = 'is-idle';
@@ -28,7 +29,7 @@ export class Ring {
     } else if (oldest !== null) {
       remaining = Math.max(0, oldest + windowMs - t);
       mode = 'is-counting';
-      label = 'until the oldest slides out';
+      label = idleLabel || 'until the oldest slides out';
     }
     const ms = Math.max(0, Math.round(remaining));
     this.w.attr(this.ui.ring, 'data-remaining-ms', String(ms));
