@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -67,18 +68,15 @@ func (p *params) problem() error {
 // repeated in the query is an error. Only a body over maxBody is an error by
 // itself (413); everything else is recorded per field.
 func readParams(c echo.Context, fields ...field) (*params, error) {
-	p := &params{values: map[string]string{}}
-	query, err := url.ParseQuery(c.Request().URL.RawQuery)
+	p := &params{values: make(map[string]string, len(fields))}
+	counts, err := queryFields(c.Request().URL.RawQuery, fields, p.values)
 	if err != nil {
 		p.fail("query", "the query string is malformed: %v", err)
 	}
-	for _, f := range fields {
-		switch vs := query[f.name]; len(vs) {
-		case 0:
-		case 1:
-			p.values[f.name] = vs[0]
-		default:
-			p.fail(f.name, "given %d times in the query; give it once", len(vs))
+	for i, f := range fields {
+		if counts[i] > 1 {
+			delete(p.values, f.name)
+			p.fail(f.name, "given %d times in the query; give it once", counts[i])
 		}
 	}
 	body, err := readBody(c.Request())
@@ -112,12 +110,56 @@ func readParams(c echo.Context, fields ...field) (*params, error) {
 	return p, nil
 }
 
+// queryFields reads fields from a raw query string into values, as
+// url.ParseQuery would read them — the same pairs, unescaping and first error
+// — without building a map of every parameter: this runs on every check.
+// counts[i] is how often fields[i] was given; values holds its first value.
+func queryFields(raw string, fields []field, values map[string]string) (counts [8]int, err error) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if strings.Contains(pair, ";") {
+			if err == nil {
+				err = errors.New("invalid semicolon separator in query")
+			}
+			continue
+		}
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		k, err1 := url.QueryUnescape(k)
+		if err1 != nil {
+			if err == nil {
+				err = err1
+			}
+			continue
+		}
+		v, err1 = url.QueryUnescape(v)
+		if err1 != nil {
+			if err == nil {
+				err = err1
+			}
+			continue
+		}
+		for i, f := range fields {
+			if f.name == k && i < len(counts) {
+				if counts[i] == 0 {
+					values[k] = v
+				}
+				counts[i]++
+			}
+		}
+	}
+	return counts, err
+}
+
 func readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > maxBody {
 		return nil, tooLarge()
 	}
-	if r.Body == nil {
-		return nil, nil
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+		return nil, nil // nothing to read: no buffer for it
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {

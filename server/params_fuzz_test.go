@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,34 @@ func FuzzCheckParams(f *testing.F) {
 		for _, fe := range pr.Errors {
 			if fe.Field == "" || fe.Detail == "" {
 				t.Fatalf("unnamed error %+v", fe)
+			}
+		}
+	})
+}
+
+// FuzzQueryFields: queryFields reads exactly what url.ParseQuery reads — each
+// field's first value and how often it was given — and fails exactly when it
+// fails.
+func FuzzQueryFields(f *testing.F) {
+	for _, s := range []string{"", "key=a&policy=b", "key=a&key=b", "key=%zz", "a;b=1", "key=a+b&cost=%2B1",
+		"&&key&=x&cost=", "%6Bey=x", "key=a&x=%zz", "policy=p;x&key=k", "=&=="} {
+		f.Add(s)
+	}
+	fields := []field{fieldKey, fieldPolicy, fieldCost}
+	f.Fuzz(func(t *testing.T, raw string) {
+		values := map[string]string{}
+		counts, err := queryFields(raw, fields, values)
+		want, wantErr := url.ParseQuery(raw)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("%q: error %v, url.ParseQuery's %v", raw, err, wantErr)
+		}
+		for i, fl := range fields {
+			vs := want[fl.name]
+			if counts[i] != len(vs) {
+				t.Fatalf("%q: %s given %d times, url.ParseQuery says %d", raw, fl.name, counts[i], len(vs))
+			}
+			if v, ok := values[fl.name]; ok != (len(vs) > 0) || (ok && v != vs[0]) {
+				t.Fatalf("%q: %s = %q (%v), url.ParseQuery's first is %v", raw, fl.name, v, ok, vs)
 			}
 		}
 	})
