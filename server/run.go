@@ -213,17 +213,22 @@ func newEcho(a *app) *echo.Echo {
 			}
 			return false
 		},
-		LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true, LogRemoteIP: true,
+		LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			// Checks are the hot path and are counted in metrics; their access
-			// lines are debug-level unless something failed.
+			// lines are debug-level unless something failed. Nothing is built
+			// for a line that is not logged (the remote address included).
 			level := slog.LevelInfo
 			if hotPath(c.Path()) && v.Status < 500 {
 				level = slog.LevelDebug
 			}
-			a.log.LogAttrs(c.Request().Context(), level, "request", slog.String("method", v.Method),
+			ctx := c.Request().Context()
+			if !a.log.Enabled(ctx, level) {
+				return nil
+			}
+			a.log.LogAttrs(ctx, level, "request", slog.String("method", v.Method),
 				slog.String("path", v.URIPath), slog.Int("status", v.Status),
-				slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("remote", v.RemoteIP))
+				slog.Float64("latency_ms", float64(v.Latency.Microseconds())/1000), slog.String("remote", c.RealIP()))
 			return nil
 		},
 	}))
