@@ -63,6 +63,16 @@ func (p *params) lab() string {
 	return name
 }
 
+// readLab reads a request whose only parameter is the lab's name.
+func readLab(c echo.Context) (string, error) {
+	p, err := readParams(c, fieldLab)
+	if err != nil {
+		return "", err
+	}
+	lab := p.lab()
+	return lab, p.problem()
+}
+
 // required reads a whole number in [lo, hi] that must be given.
 func (p *params) required(name string, lo, hi int) int {
 	if _, ok := p.values[name]; !ok && !p.failed(name) {
@@ -134,12 +144,8 @@ func handleLabCheck(a *app) echo.HandlerFunc {
 // handleLabReset empties a lab's five windows: DELETE /api/v1/lab?lab=.
 func handleLabReset(a *app) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p, err := readParams(c, fieldLab)
+		lab, err := readLab(c)
 		if err != nil {
-			return err
-		}
-		lab := p.lab()
-		if err := p.problem(); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)

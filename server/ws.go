@@ -20,18 +20,7 @@ func handleWS(a *app, l *live.View) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if !originAllowed(c.Request(), a.cfg.AllowedOrigins) {
-			return newProblem(http.StatusForbidden, "origin "+truncate(c.Request().Header.Get("Origin"), 100)+" may not open this stream; see --allowed-origins")
-		}
-		conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{
-			InsecureSkipVerify: true, // the origin was checked above, with a problem document on failure
-		})
-		if err != nil {
-			return nil // Accept has answered the client
-		}
-		defer conn.CloseNow()
-		l.Serve(conn, key, pol)
-		return nil
+		return accept(c, a, func(conn *websocket.Conn) { l.Serve(conn, key, pol) })
 	}
 }
 
@@ -39,27 +28,29 @@ func handleWS(a *app, l *live.View) echo.HandlerFunc {
 // connection to the live view. Labs are a sandbox: no token; origins as /ws.
 func handleLabWS(a *app, l *live.View) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		p, err := readParams(c, fieldLab)
+		lab, err := readLab(c)
 		if err != nil {
 			return err
 		}
-		lab := p.lab()
-		if err := p.problem(); err != nil {
-			return err
-		}
-		if !originAllowed(c.Request(), a.cfg.AllowedOrigins) {
-			return newProblem(http.StatusForbidden, "origin "+truncate(c.Request().Header.Get("Origin"), 100)+" may not open this stream; see --allowed-origins")
-		}
-		conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{
-			InsecureSkipVerify: true, // the origin was checked above, with a problem document on failure
-		})
-		if err != nil {
-			return nil // Accept has answered the client
-		}
-		defer conn.CloseNow()
-		l.ServeLab(conn, lab)
-		return nil
+		return accept(c, a, func(conn *websocket.Conn) { l.ServeLab(conn, lab) })
 	}
+}
+
+// accept upgrades a checked stream request from an allowed origin and serves
+// it until it ends; a foreign origin gets 403 as a problem document.
+func accept(c echo.Context, a *app, serve func(*websocket.Conn)) error {
+	if !originAllowed(c.Request(), a.cfg.AllowedOrigins) {
+		return newProblem(http.StatusForbidden, "origin "+truncate(c.Request().Header.Get("Origin"), 100)+" may not open this stream; see --allowed-origins")
+	}
+	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{
+		InsecureSkipVerify: true, // the origin was checked above, with a problem document on failure
+	})
+	if err != nil {
+		return nil // Accept has answered the client
+	}
+	defer conn.CloseNow()
+	serve(conn)
+	return nil
 }
 
 // originAllowed admits requests without an Origin (not from a browser), from
