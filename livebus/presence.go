@@ -57,6 +57,9 @@ func (p *Presence) Record(instance string, counts map[string]int) []Window {
 				delete(byInstance, instance)
 				changed = append(changed, w)
 			}
+			if len(byInstance) == 0 {
+				delete(p.remote, w) // nobody announces it: forget the window
+			}
 		}
 	}
 	for w, n := range byWindow {
@@ -119,6 +122,14 @@ func (p *Presence) Total(w Window) int {
 		p.rebuild()
 	}
 	return total
+}
+
+// Sweep forgets the counts that expired (an instance that stopped announcing,
+// e.g. one that died) and the windows left without any.
+func (p *Presence) Sweep() {
+	for _, w := range p.Windows() {
+		p.Total(w)
+	}
 }
 
 // Windows lists the windows some instance has announced counts for, expired

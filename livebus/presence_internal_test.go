@@ -51,3 +51,26 @@ func TestPresenceHonoursExpiry(t *testing.T) {
 		t.Errorf("expired windows kept: %v", ws)
 	}
 }
+
+// TestPresenceForgetsWindows: what a Publisher keeps is bounded by what is
+// watched now — windows whose viewers left, or whose instance died, go.
+func TestPresenceForgetsWindows(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	p := NewPresence()
+	p.now = func() time.Time { return now }
+	counts := map[string]int{}
+	for i := range 1000 {
+		counts[Window{Key: "k" + string(rune('a'+i%26)) + time.Duration(i).String(), Policy: "demo"}.Topic()] = 1
+	}
+	p.Record("a", counts)
+	p.Record("b", map[string]int{Window{Key: "x", Policy: "demo"}.Topic(): 1})
+	p.Record("a", nil) // a's viewers all left
+	if n := len(p.Windows()); n != 1 {
+		t.Fatalf("%d windows kept after their viewers left, want 1", n)
+	}
+	now = now.Add(PresenceTTL + time.Millisecond) // b dies without a word
+	p.Sweep()
+	if n := len(p.Windows()); n != 0 {
+		t.Fatalf("%d windows kept after their instance died, want 0", n)
+	}
+}

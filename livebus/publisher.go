@@ -173,4 +173,7 @@ func (p *Publisher) receive(payload []byte) {
 			p.presence.Record(e.Origin, e.Viewers)
 		}
 	}
+	// Presence arrives about once a second per instance: often enough to
+	// forget what expired, so the windows kept are those watched now.
+	p.presence.Sweep()
 }
