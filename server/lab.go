@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -23,8 +24,10 @@ const (
 	labMinWindowMs = 1000
 	labMaxWindowMs = 60_000
 	// labPolicy names the lab's policies in Redis: a lab's state lives under
-	// the client key "lab:<name>", e.g. rate_limit:{lab:demo}:lab:fixed.
-	labPolicy = "lab"
+	// the client key "lab:<name>", e.g. rate_limit:{lab:demo}:@lab:fixed. No
+	// configured policy can be named so (names are a-z 0-9 _ -), so a lab
+	// never shares a key with a real window, whose resets need a token.
+	labPolicy = "@lab"
 )
 
 var (
@@ -84,24 +87,30 @@ func (p *params) required(name string, lo, hi int) int {
 
 // labGuardPolicy bounds each client's lab checks: a lab is open to anyone and
 // each check runs five scripts, so one client cannot keep Redis busy with
-// them. The busiest traffic the page sends (steady at 1.5 × 100/1s for two
-// windows) is 300 checks; the guard is four times that a minute.
-var labGuardPolicy = httplimit.Prepare(limiter.Policy{
-	Name:  "lab-guard",
-	Rules: []limiter.Rule{{Limit: 1200, Window: time.Minute}},
-})
+// them. The busiest traffic the page sends — boundary at limit 100 with its
+// three retries, 600 checks — fits five times a minute. Its name, like
+// labPolicy's, is one no configured policy can have.
+var labGuardPolicy = limiter.Policy{
+	Name:  "@lab-guard",
+	Rules: []limiter.Rule{{Limit: 3000, Window: time.Minute}},
+}
 
-// labGuard checks the client's lab budget — the client address as forward
-// auth finds it — through the same middleware as every check (so a flood of
-// it is answered by the deny cache). It reports whether the lab check may go
-// on; when not, the 429 (or the fail mode's 503) is written.
-func (a *app) labGuard(c echo.Context) bool {
+// labGuard spends one of the client's lab checks — the client address as
+// forward auth finds it — and answers 429 with Retry-After when none is left.
+// It is the lab's own budget, not a check: no metrics, no live view, no
+// RateLimit fields. When Redis fails, the lab check that follows answers.
+func (a *app) labGuard(ctx context.Context, c echo.Context) error {
 	addr, err := httplimit.ClientAddr(c.Request(), a.store.load().trusted)
 	if err != nil {
-		return true // no address to key by: forward auth's 400 is not the lab's to give
+		return nil // no address to key by (a malformed X-Forwarded-For from a trusted proxy)
 	}
-	res := a.mw.Check(c.Response(), c.Request(), httplimit.Target{Key: httplimit.JoinKey("lab-guard", addr), Policy: labGuardPolicy, Cost: 1})
-	return res.Pass
+	d, err := a.lim.Allow(ctx, httplimit.JoinKey("lab", addr), labGuardPolicy, 1)
+	if err != nil || !d.Denied() {
+		return nil
+	}
+	return newProblem(http.StatusTooManyRequests, fmt.Sprintf(
+		"this client sent more than %d lab checks in a minute; retry in %d ms", labGuardPolicy.Rules[0].Limit, d.RetryAfterMs)).
+		withHeader("Retry-After", httplimit.RetryAfter(d.RetryAfterMs))
 }
 
 // handleLabCheck decides one request under all five algorithms for one rule,
@@ -115,18 +124,20 @@ func handleLabCheck(a *app) echo.HandlerFunc {
 		lab := p.lab()
 		limit := p.required("limit", 1, labMaxLimit)
 		windowMs := p.required("windowMs", labMinWindowMs, labMaxWindowMs)
-		cost := 1
+		maxCost := labMaxLimit // with no valid limit, cost is still checked
 		if !p.failed("limit") && limit > 0 {
-			cost = p.integer("cost", 1, 1, limit)
+			maxCost = limit
 		}
+		cost := p.integer("cost", 1, 1, maxCost)
 		if err := p.problem(); err != nil {
 			return err
 		}
-		if !a.labGuard(c) {
-			return nil // answered: 429 for this client, or 503
-		}
+		// One deadline for the budget and the decision.
 		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
 		defer cancel()
+		if err := a.labGuard(ctx, c); err != nil {
+			return err
+		}
 		ds, err := a.lim.AllowEach(ctx, labKey(lab), labPolicies(limit, int64(windowMs)), cost)
 		if err != nil {
 			if errors.Is(err, limiter.ErrInvalidCost) {

@@ -1,9 +1,12 @@
 package server_test
 
 import (
+	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -198,5 +201,77 @@ func TestLabPage(t *testing.T) {
 		if r.status != http.StatusBadRequest || len(errs) != 1 || errs[0].(map[string]any)["field"] != field {
 			t.Errorf("GET /lab?%s: %d %s, want 400 naming %s", q, r.status, r.raw, field)
 		}
+	}
+}
+
+// TestLabIsItsOwnSandbox: a lab never shares Redis keys with a configured
+// window — even a policy named "lab" for a client key "lab:<name>" — so the
+// lab's tokenless reset cannot empty a real window; and a bad cost is named
+// even when the limit is bad too.
+func TestLabIsItsOwnSandbox(t *testing.T) {
+	app := startApp(t, nil, "--policy", "lab=5/1m", "--admin-token", "admin-secret")
+	lab := newLab()
+	if r := do(t, "POST", app.URL+"/api/v1/check?policy=lab&key=lab:"+lab, ""); r.status != http.StatusOK {
+		t.Fatalf("check: %d %s", r.status, r.raw)
+	}
+	labResults(t, do(t, "POST", app.URL+"/api/v1/lab/check", `{"lab":"`+lab+`","limit":5,"windowMs":60000}`))
+	if r := do(t, "DELETE", app.URL+"/api/v1/lab?lab="+lab, ""); r.status != http.StatusNoContent {
+		t.Fatalf("lab reset: %d %s", r.status, r.raw)
+	}
+	r := do(t, "GET", app.URL+"/api/v1/window?policy=lab&key=lab:"+lab, "")
+	if n := num(t, r, "count"); n != 1 {
+		t.Fatalf("the real window holds %d after a lab's check and reset, want its own 1: %s", n, r.raw)
+	}
+
+	r = do(t, "POST", app.URL+"/api/v1/lab/check", `{"lab":"x","limit":0,"windowMs":10000,"cost":"abc"}`)
+	var fields []string
+	errs, _ := r.body["errors"].([]any)
+	for _, e := range errs {
+		fields = append(fields, e.(map[string]any)["field"].(string))
+	}
+	slices.Sort(fields)
+	if r.status != http.StatusBadRequest || strings.Join(fields, ",") != "cost,limit" {
+		t.Fatalf("bad limit and cost: %d, errors naming %v; want 400 naming limit and cost", r.status, fields)
+	}
+}
+
+// TestLabGuard: one client's lab checks are bounded (3,000 a minute); the
+// next gets 429 with Retry-After and a problem document, and no RateLimit
+// fields of the guard ever reach a lab answer.
+func TestLabGuard(t *testing.T) {
+	app := startApp(t, nil)
+	lab := newLab()
+	body := `{"lab":"` + lab + `","limit":100,"windowMs":1000}`
+	const budget, workers = 3000, 16
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for w := range workers {
+		wg.Go(func() {
+			c := &http.Client{}
+			for i := w; i < budget; i += workers {
+				resp, err := c.Post(app.URL+"/api/v1/lab/check", "application/json", strings.NewReader(body))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.Header.Get("RateLimit") != "" {
+					t.Errorf("a lab answer carries RateLimit %q", resp.Header.Get("RateLimit"))
+				}
+				mu.Lock()
+				statuses[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if statuses[http.StatusOK] != budget {
+		t.Fatalf("statuses %v, want all %d within the budget to be 200", statuses, budget)
+	}
+	r := do(t, "POST", app.URL+"/api/v1/lab/check", body)
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("check %d: %d %v %s; want 429 with Retry-After and a problem document", budget+1, r.status, r.header, r.raw)
 	}
 }
