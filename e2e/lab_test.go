@@ -225,5 +225,13 @@ func TestModuleLabModel(t *testing.T) {
   if (!text.includes('fixed window let up to 4') || !text.includes('never allowed more than 2')) out.push('summary: ' + text);
   m.clear();
   eq('cleared', [m.requests.length, m.axis()], [0, null]);
+  // A reset forgets what was decided before it, not what the next run sent
+  // while the reset message was on its way.
+  m.add(msg('old', 19000, algs));
+  m.add(msg('new', 21000, algs));
+  m.resetAt(20000);
+  eq('reset at a moment', m.requests.map((r) => r.id), ['new']);
+  eq('a request forgotten by a reset can come back', m.add(msg('old', 19000, algs)), true);
+  eq('one kept by it stays once', m.add(msg('new', 21000, algs)), false);
 `)
 }

@@ -37,6 +37,23 @@ export class LabModel {
     this.version = (this.version || 0) + 1;
   }
 
+  // resetAt forgets the requests decided before a reset at nowMs (on the
+  // limiter's clock): those after it belong to the run that followed.
+  resetAt(nowMs) {
+    if (typeof nowMs !== 'number') {
+      this.clear();
+      return;
+    }
+    const keep = this.requests.filter((r) => r.nowMs >= nowMs);
+    this.clear();
+    for (const r of keep) {
+      this.requests.push(r);
+      this.ids.add(r.id);
+      this.limit = r.limit;
+      this.windowMs = r.windowMs;
+    }
+  }
+
   // add records a lab message once (by id); false when already known.
   add(m) {
     if (!m || typeof m.id !== 'string' || this.ids.has(m.id) || !Array.isArray(m.results)) return false;

@@ -5,10 +5,20 @@ import { api, problemText } from './api.js';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
+let answered = () => {};
+
+// onAnswer has f called with every answer: the page draws a request from its
+// own answer as well as from the stream, so no mark is lost while the stream
+// (re)connects; the model keeps each request once, by id.
+export function onAnswer(f) {
+  answered = f;
+}
+
 // check sends one lab request and returns its answer; it throws on failure.
 export async function check(lab, limit, windowMs) {
   const { res, data } = await api('POST', '/api/v1/lab/check', { lab: lab, limit: limit, windowMs: windowMs, cost: 1 });
   if (!res.ok) throw new Error(problemText(res, data));
+  answered(data);
   return data;
 }
 

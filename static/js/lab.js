@@ -6,7 +6,7 @@ import { MSG, dispatch } from './messages.js';
 import { Stream } from './stream.js';
 import { byId, byTestId } from './dom.js';
 import { LabModel, summary } from './lab-model.js';
-import { reset, run } from './lab-traffic.js';
+import { onAnswer, reset, run } from './lab-traffic.js';
 
 const root = byTestId('lab');
 const algorithms = JSON.parse(root.dataset.algorithms || '[]');
@@ -35,6 +35,9 @@ function clock() {
 }
 
 const stream = new Stream(onMessage, showStatus);
+onAnswer((m) => {
+  if (m && m.lab === lab && model.add(m)) schedule();
+});
 
 const handlers = {
   [MSG.HELLO]: (m) => stream.healthy(m.tickMs),
@@ -53,7 +56,7 @@ const handlers = {
   },
   [MSG.LAB_RESET]: (m) => {
     if (m.lab !== lab) return;
-    model.clear();
+    model.resetAt(m.nowMs);
     schedule();
   },
 };
@@ -221,6 +224,8 @@ async function runTraffic(ev) {
     for (let attempt = 1; ; attempt++) {
       progress('resetting the lab');
       await reset(lab);
+      model.clear(); // nothing of this run is sent yet; the stream's reset keeps what follows
+      schedule();
       const ok = await run(f.traffic, lab, f.limit, f.windowMs, clock, progress);
       if (ok || attempt >= BOUNDARY_TRIES) {
         progress(ok ? 'done' : 'done, but the machine was too busy to hit the edge exactly');
