@@ -62,6 +62,7 @@ func TestPageEveryAlgorithm(t *testing.T) {
 	}
 	e := start(t, args...)
 	tb := openTab(t, browser(t), "tab")
+	tb.run("emulate a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
 	full := fmt.Sprintf("%d / %d", limit, limit)
 	for i, p := range policies {
 		if i == 0 {
@@ -102,6 +103,18 @@ func TestPageEveryAlgorithm(t *testing.T) {
 		if !v.Shown || !v.Painted || v.TimelineCount != fmt.Sprint(limit) || v.Caption == "" || len(s.IDs) != 0 {
 			t.Fatalf("%s: the timeline does not show the state: %+v, %d entries", p.name, v, len(s.IDs))
 		}
+		// The words under the drawing say what it shows: a full window.
+		fullWords := map[string]string{"fixed": "3 counted", "counter": "3 used of 3", "gcra": "0 of the burst of 3 fit now", "bucket": "0.00 tokens"}[p.algorithm]
+		for deadline := time.Now().Add(waitTimeout); !strings.Contains(v.Caption, fullWords); time.Sleep(pollEvery) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the caption reads %q on a full window; want it to say %q", p.name, v.Caption, fullWords)
+			}
+			v = evaluate[algoView](tb, algoViewJS)
+		}
+		// The full window's state in view (RATESCOPE_SCREENSHOT=1 keeps it for
+		// the README's algorithm table).
+		evaluate[bool](tb, `(() => { document.querySelector('[data-testid="timeline"]').scrollIntoView({block: 'center'}); return true; })()`)
+		shotOf(t, tb, chromedp.CaptureScreenshot(), 1280, "algorithm-"+p.algorithm+".png")
 	}
 	// The state's view fits a phone: nothing scrolls sideways at 390 px.
 	tb.run("emulate a 390×844 viewport", chromedp.EmulateViewport(390, 844))

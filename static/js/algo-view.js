@@ -73,9 +73,11 @@ export class AlgoView {
       this.drawnKey = key;
       this.draw(model, t);
     }
+    // The words follow the clock a few times a second, and a new state at once.
     const p = performance.now();
-    if (p - this.captionAt >= CAPTION_EVERY_MS) {
+    if (p - this.captionAt >= CAPTION_EVERY_MS || model.version !== this.captionVersion) {
       this.captionAt = p;
+      this.captionVersion = model.version;
       this.w.text(this.ui.caption, caption(model, t));
     }
   }
