@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -205,7 +206,9 @@ func TestDenyCacheConcurrent(t *testing.T) {
 				}
 				rw.RUnlock()
 				if err != nil {
-					if ctx.Err() == nil {
+					// The run's end: go-redis can see the deadline on its
+					// socket a moment before ctx reports it.
+					if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 						t.Error(err)
 					}
 					return
