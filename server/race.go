@@ -18,10 +18,10 @@ const (
 	raceMaxRequests     = 500
 	raceDefaultRequests = 200
 	raceMaxThinkMs      = 1000
-	// raceDefaultThinkMs is the naive check's think time. The race holds every
-	// naive request after its read until all have read or this much time has
-	// passed; 200 reads on this machine take a few milliseconds, so 100 ms
-	// makes every read precede every write: the overshoot is certain.
+	// raceDefaultThinkMs is the naive check's think time: each naive request
+	// waits this long between its read and its write. 200 reads on this
+	// machine take a few milliseconds, so 100 ms makes every read precede
+	// every write: the overshoot is certain.
 	raceDefaultThinkMs = 100
 	raceTimeout        = 10 * time.Second
 	maxConcurrentRaces = 4
@@ -102,7 +102,7 @@ func handleRace(a *app) echo.HandlerFunc {
 				return d.Allowed, err
 			}
 		} else {
-			after := readBarrier(requests, time.Duration(thinkMs)*time.Millisecond)
+			after := thinkAfterRead(ctx, time.Duration(thinkMs)*time.Millisecond)
 			check = func() (bool, error) {
 				return naive.Allow(ctx, key, pol, limiter.NaiveOptions{AfterRead: after})
 			}
@@ -151,26 +151,18 @@ func race(n int, check func() (bool, error)) (allowed, denied, failed int, took 
 	return int(ok.Load()), int(no.Load()), int(bad.Load()), time.Since(t0)
 }
 
-// readBarrier holds each naive request after its read until all n have read
-// or think has passed: the application's latency between check and act, at
-// its most unlucky.
-func readBarrier(n int, think time.Duration) func() {
-	var left atomic.Int64
-	left.Store(int64(n))
-	all := make(chan struct{})
-	deadline := time.Now().Add(think)
+// thinkAfterRead is the application's latency between check and act (SPEC
+// §6: ZREMRANGEBYSCORE, ZCARD, then — after thinkMs — ZADD): each naive
+// request waits think after its own read, or until the race's context ends.
+func thinkAfterRead(ctx context.Context, think time.Duration) func() {
 	return func() {
-		if left.Add(-1) == 0 {
-			close(all)
-		}
-		wait := time.Until(deadline)
-		if wait <= 0 {
+		if think <= 0 {
 			return
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(think)
 		defer t.Stop()
 		select {
-		case <-all:
+		case <-ctx.Done():
 		case <-t.C:
 		}
 	}

@@ -34,14 +34,19 @@ func TestRaceAtomicIsExact(t *testing.T) {
 }
 
 // TestRaceNaiveOvershoots: with a think time long enough for every request to
-// read before any writes, naive lets all of them through.
+// read before any writes, naive lets all of them through; each request waits
+// the think time between its read and its write (SPEC §6), so the race lasts
+// at least that long.
 func TestRaceNaiveOvershoots(t *testing.T) {
 	app := startApp(t, nil)
 	key := newKey()
 	for run := range 3 {
-		r := raceOnce(t, app.URL, key, "naive", `,"requests":100,"thinkMs":1000`)
+		r := raceOnce(t, app.URL, key, "naive", `,"requests":100,"thinkMs":400`)
 		if r.status != 200 || num(t, r, "allowed") != 100 || num(t, r, "overshoot") != 95 || num(t, r, "limit") != 5 {
 			t.Fatalf("run %d: %d %s", run, r.status, r.raw)
+		}
+		if d := num(t, r, "durationMs"); d < 400 {
+			t.Fatalf("run %d lasted %d ms: the writes did not wait thinkMs 400 after the reads", run, d)
 		}
 	}
 	// The default think time makes it certain too.
