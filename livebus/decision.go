@@ -8,20 +8,20 @@ const TypeDecision = "decision"
 // decisionMsg is the decision message: every check on a window, from any
 // instance.
 type decisionMsg struct {
-	Type         string `json:"type"`
-	Key          string `json:"key"`
-	Policy       string `json:"policy"`
-	Allowed      bool   `json:"allowed"`
-	Count        int    `json:"count"`
-	Limit        int    `json:"limit"`
-	NowMs        int64  `json:"nowMs"`
-	OldestMs     *int64 `json:"oldestMs"`
-	RetryAfterMs int64  `json:"retryAfterMs"`
-	ID           string `json:"id"`
-	Instance     string `json:"instance"`
-	Cached       bool   `json:"cached,omitempty"`
-	Shadow       bool   `json:"shadow,omitempty"`
-	WouldDeny    bool   `json:"wouldDeny,omitempty"`
+	Type         string  `json:"type"`
+	Key          string  `json:"key"`
+	Policy       string  `json:"policy"`
+	Allowed      bool    `json:"allowed"`
+	Count        int     `json:"count"`
+	Limit        int     `json:"limit"`
+	NowMs        int64   `json:"nowMs"`
+	OldestMs     *int64  `json:"oldestMs"`
+	RetryAfterMs int64   `json:"retryAfterMs"`
+	ID           *string `json:"id"` // null when nothing was recorded, as in the check's answer
+	Instance     string  `json:"instance"`
+	Cached       bool    `json:"cached,omitempty"`
+	Shadow       bool    `json:"shadow,omitempty"`
+	WouldDeny    bool    `json:"wouldDeny,omitempty"`
 }
 
 // DecisionMessage is the decision message of d, made by instance. Like the
@@ -32,11 +32,14 @@ func DecisionMessage(d limiter.Decision, instance string) []byte {
 	m := decisionMsg{
 		Type: TypeDecision, Key: d.Key, Policy: d.Policy, Allowed: !d.Denied(),
 		Count: b.Count, Limit: b.Limit, NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
-		ID: d.ID, Instance: instance,
-		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
+		Instance: instance,
+		Cached:   d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
 	}
 	if b.OldestMs >= 0 { // the limiter's -1 for "empty" is null
 		m.OldestMs = &b.OldestMs
+	}
+	if d.Allowed { // recorded: a denial or a would-deny is not
+		m.ID = &d.ID
 	}
 	return encode(m)
 }

@@ -61,7 +61,7 @@ func TestDecisionMessage(t *testing.T) {
 		Rules: []limiter.RuleState{{Limit: 5, WindowMs: 10000, Count: 1, Remaining: 4, OldestMs: 1000}},
 	}
 	denied := d
-	denied.Allowed, denied.RetryAfterMs, denied.Cached, denied.ID = false, 250, true, "" // nothing recorded
+	denied.Allowed, denied.RetryAfterMs, denied.Cached = false, 250, true // nothing recorded: id null
 	denied.Rules = []limiter.RuleState{{Limit: 5, WindowMs: 10000, Count: 5, OldestMs: -1}}
 	wouldDeny := denied
 	wouldDeny.Cached, wouldDeny.Shadow = false, true
@@ -71,9 +71,9 @@ func TestDecisionMessage(t *testing.T) {
 		want string
 	}{
 		{"allowed", d, `{"type":"decision","key":"alice","policy":"demo","allowed":true,"count":1,"limit":5,"nowMs":1000,"oldestMs":1000,"retryAfterMs":0,"id":"id-1","instance":"svc"}`},
-		{"cached denial", denied, `{"type":"decision","key":"alice","policy":"demo","allowed":false,"count":5,"limit":5,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":"","instance":"svc","cached":true}`},
+		{"cached denial", denied, `{"type":"decision","key":"alice","policy":"demo","allowed":false,"count":5,"limit":5,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"instance":"svc","cached":true}`},
 		// A would-deny passes, as the check answers it (SPEC §9), marked.
-		{"shadow would-deny", wouldDeny, `{"type":"decision","key":"alice","policy":"demo","allowed":true,"count":5,"limit":5,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":"","instance":"svc","shadow":true,"wouldDeny":true}`},
+		{"shadow would-deny", wouldDeny, `{"type":"decision","key":"alice","policy":"demo","allowed":true,"count":5,"limit":5,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"instance":"svc","shadow":true,"wouldDeny":true}`},
 	} {
 		if got := string(livebus.DecisionMessage(c.d, "svc")); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
