@@ -50,7 +50,7 @@ type algorithm interface {
 // algorithmOf returns p's algorithm; an unknown name (a Policy built by hand)
 // falls back to the log, as an empty one does.
 func algorithmOf(p Policy) algorithm {
-	switch p.algorithm() {
+	switch p.AlgorithmName() {
 	case Fixed:
 		return fixedAlgorithm
 	case Counter:
@@ -75,7 +75,7 @@ func AlgorithmKey(key, policy, algorithm string) string {
 }
 
 // StateKey is where key's state under p lives.
-func StateKey(key string, p Policy) string { return AlgorithmKey(key, p.Name, p.algorithm()) }
+func StateKey(key string, p Policy) string { return AlgorithmKey(key, p.Name, p.AlgorithmName()) }
 
 // allStateKeys are the keys of every algorithm for key under policy: a reset
 // clears them all, so a policy whose algorithm was changed by a reload cannot

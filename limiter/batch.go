@@ -156,15 +156,19 @@ func (b *batcher) pipeline(ctx context.Context, calls []*call, full bool) []*red
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		keys := []string{c.key}
-		if full {
-			cmds[i] = c.script.Eval(ctx, pipe, keys, c.args...)
-		} else {
-			cmds[i] = c.script.EvalSha(ctx, pipe, keys, c.args...)
-		}
+		cmds[i] = queueScript(ctx, pipe, c.script, c.key, c.args, full)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	return cmds
+}
+
+// queueScript queues one run of a single-key script on pipe: by its hash, or
+// with full by its source (EVAL), for a Redis that has not cached it.
+func queueScript(ctx context.Context, pipe redis.Pipeliner, s *redis.Script, key string, args []any, full bool) *redis.Cmd {
+	if full {
+		return s.Eval(ctx, pipe, []string{key}, args...)
+	}
+	return s.EvalSha(ctx, pipe, []string{key}, args...)
 }
 
 func isNoScript(err error) bool {

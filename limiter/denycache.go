@@ -186,7 +186,7 @@ func (c *denyCache) store(t ticket, k cacheKey, p Policy, d Decision, retry1 []i
 	}
 	d.Rules = slices.Clone(d.Rules)
 	e := &denyEntry{
-		k: k, rules: slices.Clone(p.Rules), algorithm: p.algorithm(), shadow: p.Shadow,
+		k: k, rules: slices.Clone(p.Rules), algorithm: p.AlgorithmName(), shadow: p.Shadow,
 		sentNs: sentNs, retry1: retry1, until1: until1, d: d,
 	}
 	s.m[k] = e
@@ -256,7 +256,7 @@ func (c *denyCache) stats() DenyCacheStats {
 }
 
 func (e *denyEntry) sameDefinition(p Policy) bool {
-	return e.algorithm == p.algorithm() && e.shadow == p.Shadow && slices.Equal(e.rules, p.Rules)
+	return e.algorithm == p.AlgorithmName() && e.shadow == p.Shadow && slices.Equal(e.rules, p.Rules)
 }
 
 // answer is the entry's denial for a request of cost, elapsed ms after the

@@ -65,7 +65,7 @@ func (l *Limiter) AllowEach(ctx context.Context, key string, ps []Policy, cost i
 	for i, c := range cmds {
 		res, err := c.Int64Slice()
 		if err != nil {
-			return nil, fmt.Errorf("failed to run the %s script: %w", ps[i].algorithm(), err)
+			return nil, fmt.Errorf("failed to run the %s script: %w", ps[i].AlgorithmName(), err)
 		}
 		d, _, err := calls[i].decide(res)
 		if err != nil {
@@ -83,12 +83,7 @@ func (l *Limiter) multi(ctx context.Context, calls []prepared, full bool) ([]*re
 	tx := l.rdb.TxPipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		keys := []string{c.key}
-		if full {
-			cmds[i] = c.script.Eval(ctx, tx, keys, c.args...)
-		} else {
-			cmds[i] = c.script.EvalSha(ctx, tx, keys, c.args...)
-		}
+		cmds[i] = queueScript(ctx, tx, c.script, c.key, c.args, full)
 	}
 	_, err := tx.Exec(ctx)
 	if err != nil && !isNoScript(err) && !anyNoScript(cmds) {

@@ -288,6 +288,6 @@ func (l *Limiter) Window(ctx context.Context, key string, p Policy) (Window, err
 	}
 	lr := w.Rules[longest]
 	w.Count, w.Limit, w.WindowMs = lr.Count, lr.Limit, lr.WindowMs
-	w.Truncated = w.Count > len(w.Entries) && p.algorithm() == Log
+	w.Truncated = w.Count > len(w.Entries) && p.AlgorithmName() == Log
 	return w, nil
 }

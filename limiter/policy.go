@@ -58,8 +58,8 @@ type Policy struct {
 	Shadow bool
 }
 
-// algorithm is p.Algorithm with the default filled in.
-func (p Policy) algorithm() string {
+// AlgorithmName is p.Algorithm with the default filled in: Log.
+func (p Policy) AlgorithmName() string {
 	if p.Algorithm == "" {
 		return Log
 	}
@@ -93,7 +93,7 @@ func (p Policy) String() string {
 		parts[i] = fmt.Sprintf("%d/%s", r.Limit, r.Window)
 	}
 	s := p.Name + "=" + strings.Join(parts, ",")
-	if a := p.algorithm(); a != Log {
+	if a := p.AlgorithmName(); a != Log {
 		s += "@" + a
 	}
 	if p.Shadow {

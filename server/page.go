@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/static"
 	"github.com/ratescope/ratescope/views"
 )
@@ -33,7 +32,7 @@ func handlePage(a *app) echo.HandlerFunc {
 		}
 		policies := make([]views.Policy, len(set.policies))
 		for i, p := range set.policies {
-			policies[i] = views.Policy{Name: p.Name, Algorithm: live.AlgorithmOf(p.Policy.Policy), Shadow: p.Shadow}
+			policies[i] = views.Policy{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				policies[i].Rules = append(policies[i].Rules, views.Rule{
 					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, shortDuration(r.Window)),

@@ -90,7 +90,7 @@ func handlePolicies(store *configStore) echo.HandlerFunc {
 		set := store.load()
 		out := policiesJSON{Version: set.version, LoadedAt: set.loadedAt.UnixMilli()}
 		for _, p := range set.policies {
-			pj := policyJSON{Name: p.Name, Algorithm: live.AlgorithmOf(p.Policy.Policy), Shadow: p.Shadow}
+			pj := policyJSON{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				pj.Rules = append(pj.Rules, policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs()})
 			}

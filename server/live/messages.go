@@ -46,7 +46,7 @@ type policyRule struct {
 func helloMessage(instance, key string, p limiter.Policy, tickMs int64) []byte {
 	m := helloMsg{
 		Type: TypeHello, Instance: instance, Key: key, Policy: p.Name, TickMs: tickMs,
-		Algorithm: AlgorithmOf(p), Shadow: p.Shadow,
+		Algorithm: p.AlgorithmName(), Shadow: p.Shadow,
 	}
 	for _, r := range p.Rules {
 		m.Rules = append(m.Rules, policyRule{Limit: r.Limit, WindowMs: r.WindowMs()})
@@ -74,14 +74,6 @@ type tickMsg struct {
 
 // TickMessage is the clock tick at nowMs on the limiter's clock.
 func TickMessage(nowMs int64) []byte { return encode(tickMsg{Type: TypeTick, NowMs: nowMs}) }
-
-// AlgorithmOf is p's algorithm with the default filled in: log.
-func AlgorithmOf(p limiter.Policy) string {
-	if p.Algorithm == "" {
-		return limiter.Log
-	}
-	return p.Algorithm
-}
 
 // WindowState is a window read without consuming it: the body of GET
 // /api/v1/window and, with a type, the snapshot message. Every algorithm
@@ -164,9 +156,6 @@ func NewWindowState(w limiter.Window) WindowState {
 	}
 	for i, e := range w.Entries {
 		out.Entries[i] = Entry{ID: e.ID, Ms: e.Ms}
-	}
-	if out.Algorithm == "" {
-		out.Algorithm = limiter.Log
 	}
 	for i, r := range w.Rules {
 		out.Rules[i] = newRuleState(r, w.NowMs)
