@@ -18,7 +18,7 @@ import (
 // Defaults of a Publisher, each changed by an option.
 const (
 	DefaultQueueSize      = bus.DefaultQueueSize // decisions waiting for Redis; beyond that they are dropped
-	DefaultPublishTimeout = time.Second // bounds one PUBLISH
+	DefaultPublishTimeout = time.Second          // bounds one PUBLISH
 )
 
 // Publisher sends a service's decisions to ratescope's live view: those on

@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/livebus"
 )
 

@@ -5,9 +5,9 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
-	"github.com/ratescope/ratescope/internal/bus"
 )
 
 // The envelope's wire form is what every instance and every Publisher must

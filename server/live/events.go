@@ -1,8 +1,8 @@
 package live
 
 import (
-	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/internal/bus"
+	"github.com/ratescope/ratescope/limiter"
 )
 
 // The events the rest of the server reports: a decision per check, a reset, a race.

@@ -19,8 +19,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/internal/bus"
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live/hub"
 )
 

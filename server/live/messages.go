@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"math"
 
-	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/internal/bus"
+	"github.com/ratescope/ratescope/limiter"
 )
 
 // The stream's message types (SPEC §4): the "type" member of every message. A text

@@ -10,8 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/internal/bus"
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live/hub"
 )
 

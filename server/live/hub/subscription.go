@@ -19,10 +19,10 @@ type Subscription[T comparable] struct {
 	mu       sync.Mutex
 	queue    []queued // queue[head:] waits, oldest first
 	head     int
-	bytes    int // of the messages in queue[head:]
+	bytes    int      // of the messages in queue[head:]
 	latest   [][]byte // by Kind; grown when a kind is first offered
-	signaled bool // a token was sent and Take has not yet emptied everything
-	ended    bool // dropped or closed: accepts nothing more
+	signaled bool     // a token was sent and Take has not yet emptied everything
+	ended    bool     // dropped or closed: accepts nothing more
 }
 
 type queued struct {
