@@ -81,6 +81,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log:      log,
 		metrics:  m,
 		instance: uuid.NewString()[:8],
+		viewers:  newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),
 	}
 	a.metrics.countLocalDenials(a.lim)
 	store.onChange = a.lim.Forget
