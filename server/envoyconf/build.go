@@ -75,6 +75,7 @@ func (b *builder) file(p *parser, f *yamlFile) {
 		return
 	}
 	b.domainFile[f.domain] = p.file
+	fmt.Fprintf(&b.set.canon, "domain %q\n", f.domain)
 	root := &node{children: map[string]*node{}}
 	b.descriptors(p, root, f.domain+".", f.descriptors, leafRules{alg: alg, explicit: explicit})
 	b.set.domains[f.domain] = root
@@ -117,6 +118,11 @@ func (b *builder) descriptors(p *parser, parent *node, prefix string, ds []yamlD
 		if wild {
 			parent.wildcards = append(parent.wildcards, wildcard{key: composite, parts: strings.Split(composite, "*")})
 		}
+		fmt.Fprintf(&b.set.canon, "%q share=%v v2m=%v", full, d.shareThreshold, d.valueToMetric)
+		if l := n.limit; l != nil {
+			fmt.Fprintf(&b.set.canon, " %s name=%q replaces=%q unlimited=%v quota=%v detailed=%v", l.Policy, l.Name, l.Replaces, l.Unlimited, l.Quota, l.DetailedMetric)
+		}
+		b.set.canon.WriteByte('\n')
 		b.descriptors(p, n, full+".", d.children, rules)
 		parent.children[composite] = n
 	}

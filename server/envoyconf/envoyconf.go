@@ -14,6 +14,8 @@
 package envoyconf
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -80,6 +82,9 @@ type Set struct {
 	limits   []*Limit
 	files    []string
 	warnings []string
+	// canon describes every descriptor, for Digest: what the files say,
+	// whatever their comments and layout.
+	canon strings.Builder
 }
 
 // node is one descriptor of the tree; a domain is its root.
@@ -130,6 +135,13 @@ func (s *Set) Policies() []limiter.Policy {
 // Limits lists every limit of the set, unlimited ones included, in the
 // order of Policies.
 func (s *Set) Limits() []*Limit { return s.limits }
+
+// Digest identifies what the files say: equal for files that differ only
+// in comments, layout or names.
+func (s *Set) Digest() string {
+	sum := sha256.Sum256([]byte(s.canon.String()))
+	return hex.EncodeToString(sum[:8])
+}
 
 // Files lists the files the set was read from, in name order.
 func (s *Set) Files() []string { return s.files }
