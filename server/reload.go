@@ -17,6 +17,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
@@ -70,6 +71,16 @@ func (s *configStore) lookup(name string) (limiter.Policy, bool) {
 		return limiter.Policy{}, false
 	}
 	return p.Policy.Policy, true
+}
+
+// policy finds a policy in force by name, prepared for answers and
+// observed by its counters: what the Envoy service looks policies up with.
+func (s *configStore) policy(name string) (*httplimit.Policy, bool) {
+	p, ok := s.load().policy(name)
+	if !ok {
+		return nil, false
+	}
+	return p.Policy, true
 }
 
 // inputs are the files a config is built from, as read at one moment.
