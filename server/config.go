@@ -54,6 +54,9 @@ type Config struct {
 	GRPCAddr string
 	// DenyCacheSize bounds the local deny cache (SPEC §9); 0 turns it off.
 	DenyCacheSize int
+	// DurableReplicas is how many replicas must hold an allowed decision
+	// before it is answered (WAIT); 0: none (SPEC §10).
+	DurableReplicas int
 }
 
 // policyFlags collects repeated --policy flags.
@@ -130,6 +133,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	proxies := fs.String("trusted-proxies", env("RATESCOPE_TRUSTED_PROXIES", ""), "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed (RATESCOPE_TRUSTED_PROXIES)")
 	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", env("RATESCOPE_GRPC_ADDR", ""), "listen address of the Envoy rate limit gRPC service; empty: none (RATESCOPE_GRPC_ADDR)")
 	fs.IntVar(&cfg.DenyCacheSize, "deny-cache-size", envInt("RATESCOPE_DENY_CACHE_SIZE", limiter.DefaultDenyCacheSize), "how many full windows the local deny cache answers without Redis; 0 turns it off (RATESCOPE_DENY_CACHE_SIZE)")
+	fs.IntVar(&cfg.DurableReplicas, "durable-replicas", envInt("RATESCOPE_DURABLE_REPLICAS", 0), "answer an allowed check only once this many replicas hold it (WAIT, within the check timeout); 0: don't wait (RATESCOPE_DURABLE_REPLICAS)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -159,6 +163,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	if cfg.DenyCacheSize < 0 {
 		errs = append(errs, fmt.Errorf("--deny-cache-size %d: want 0 (off) or more", cfg.DenyCacheSize))
+	}
+	switch {
+	case cfg.DurableReplicas < 0:
+		errs = append(errs, fmt.Errorf("--durable-replicas %d: want 0 (don't wait) or more", cfg.DurableReplicas))
+	case cfg.DurableReplicas > 0 && cfg.RedisURL == "":
+		errs = append(errs, fmt.Errorf("--durable-replicas %d: the embedded Redis has no replicas to wait for; set --redis-url to a Redis with replicas, or use 0", cfg.DurableReplicas))
 	}
 	if cfg.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.GRPCAddr); err != nil {

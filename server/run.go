@@ -66,7 +66,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	a := &app{
 		cfg:      cfg,
 		store:    store,
-		lim:      limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize)),
+		lim:      limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize), limiter.WithDurableReplicas(cfg.DurableReplicas)),
 		auth:     authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
 		rdb:      rdb,
 		log:      log,
@@ -126,7 +126,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		policies[i] = p.Policy.Policy.String()
 	}
 	log.Info("ratescope listening", "addr", ln.Addr().String(), "url", "http://"+displayAddr(ln.Addr()),
-		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
+		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(), "durable_replicas", cfg.DurableReplicas,
 		"policies", strings.Join(policies, ";"), "config", cfg.ConfigFile, "version", set.version,
 		"routes", len(set.routes), "trusted_proxies", strings.Join(set.trusted.Strings(), ","))
 	if envoy != nil {
