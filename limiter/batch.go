@@ -138,9 +138,8 @@ func (b *batcher) send(batch []*call) {
 // sendCalls runs calls in one pipeline — one per node when durable on a
 // cluster — and hands each caller its result.
 func (b *batcher) sendCalls(ctx context.Context, calls []*call) {
-	groups := b.byNode(ctx, calls)
-	if len(groups) == 1 {
-		b.sendGroup(ctx, groups[0].rdb, groups[0].calls)
+	if groups := b.byNode(ctx, calls); groups == nil {
+		b.sendGroup(ctx, b.rdb, calls)
 	} else {
 		var wg sync.WaitGroup
 		for _, g := range groups {
@@ -157,9 +156,12 @@ func (b *batcher) sendCalls(ctx context.Context, calls []*call) {
 // needs), the scripts Redis had not cached once more in full.
 func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call) {
 	cmds, wait := b.pipeline(ctx, rdb, calls, false)
-	waits := make([]*redis.IntCmd, len(calls))
-	for i := range waits {
-		waits[i] = wait
+	var waits []*redis.IntCmd // each call's WAIT, when durable
+	if wait != nil {
+		waits = make([]*redis.IntCmd, len(calls))
+		for i := range waits {
+			waits[i] = wait
+		}
 	}
 	var retry []*call
 	var retryIdx []int
@@ -173,12 +175,15 @@ func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call) {
 		// not run, so sending it again in full cannot count a request twice.
 		again, wait := b.pipeline(ctx, rdb, retry, true)
 		for j, i := range retryIdx {
-			cmds[i], waits[i] = again[j], wait
+			cmds[i] = again[j]
+			if wait != nil {
+				waits[i] = wait
+			}
 		}
 	}
 	for i, c := range calls {
 		c.res, c.err = cmds[i].Int64Slice()
-		if c.err == nil && len(c.res) > 0 && c.res[0] == 1 && b.replicas > 0 {
+		if c.err == nil && len(c.res) > 0 && c.res[0] == 1 && waits != nil {
 			c.err = confirmed(b.replicas, waits[i])
 		}
 	}

@@ -96,14 +96,14 @@ type group struct {
 
 // byNode groups calls by the cluster node that holds their key when WAIT
 // must follow them on the same connection, so WAIT asks that node's
-// replicas; otherwise (not durable, or not a cluster) it is one group that
-// the client routes. A call whose node is unknown fails.
+// replicas; otherwise (not durable, or not a cluster) it returns nil: one
+// pipeline that the client routes. A call whose node is unknown fails.
 func (b *batcher) byNode(ctx context.Context, calls []*call) []group {
 	f, ok := b.rdb.(nodeFinder)
 	if b.replicas == 0 || !ok {
-		return []group{{rdb: b.rdb, calls: calls}}
+		return nil
 	}
-	var groups []group
+	groups := make([]group, 0, 4) // non-nil: calls whose node is unknown are not sent
 	index := map[*redis.Client]int{}
 	for _, c := range calls {
 		node, err := f.MasterForKey(ctx, c.key)
