@@ -23,6 +23,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/readiness"
 )
 
 // Server timeouts: slow clients must not pin connections.
@@ -72,6 +73,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log:      log,
 		metrics:  m,
 		instance: uuid.NewString()[:8],
+		ready:    readiness.New(rdb, log),
 	}
 	a.metrics.countLocalDenials(a.lim)
 	store.onChange = a.lim.Forget
@@ -90,10 +92,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		ln.Close()
 		return err
 	}
-	var redisStatus func(up bool)
 	if envoy != nil {
-		redisStatus = envoy.redisStatus
+		a.ready.OnChange(envoy.redisStatus)
 	}
+	readyCtx, stopReady := context.WithCancel(context.Background())
+	readyDone := make(chan struct{})
+	go func() { a.ready.Run(readyCtx); close(readyDone) }()
+	defer func() { stopReady(); <-readyDone }()
 	a.live = live.New(live.Deps{
 		Redis:        rdb,
 		ReadWindow:   a.lim.Window,
@@ -101,7 +106,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Instance:     a.instance,
 		TickInterval: cfg.TickInterval,
 		CheckTimeout: cfg.CheckTimeout,
-		RedisStatus:  redisStatus,
 		Log:          log,
 		Metrics:      a.metrics.live(),
 	})
