@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/readiness"
 )
@@ -118,13 +119,13 @@ func handleReadyz(a *app) echo.HandlerFunc {
 		ctx, cancel := context.WithTimeout(c.Request().Context(), readiness.ProbeTimeout)
 		defer cancel()
 		st := a.ready.Wait(ctx)
-		if !st.Ready() && a.cfg.FailMode == FailClosed {
+		if !st.Ready() && a.cfg.FailMode == httplimit.FailClosed {
 			p := unavailable("Redis does not accept the limiter's writes (" + st.Redis + ") and the fail mode is closed")
 			return writeProblem(c, p.Status, struct {
 				*problem
 				Redis string `json:"redis"`
 			}{p, st.Redis}, p.header)
 		}
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "redis": st.Redis, "failMode": a.cfg.FailMode})
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "redis": st.Redis, "failMode": string(a.cfg.FailMode)})
 	}
 }

@@ -5,8 +5,9 @@
 //
 // Two things feed it: a probe that runs a tiny write script (TIME and a SET
 // with an expiry) once every ProbeInterval, and the outcome of every check
-// (CheckSucceeded, CheckFailed). Redis is "up" while the probe writes and the
-// checks since the previous probe did not all fail; otherwise it is named by
+// (it is an httplimit.Observer of the Checker). Redis is "up" while the
+// probe writes and the checks since the previous probe did not all fail;
+// otherwise it is named by
 // the error Redis gave, as Word names it: "readonly" for a replica, "oom" for
 // a full Redis under noeviction, "down" for a timeout or a lost connection.
 // A check is no write probe (a denial writes nothing), so only a probe that
@@ -23,6 +24,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // Timing of the probe and of the outage summaries. A Redis that stops
@@ -62,8 +66,9 @@ type State struct {
 // Ready reports whether Redis accepts the limiter's writes.
 func (s State) Ready() bool { return s.Redis == Up }
 
-// Monitor follows Redis's readiness. It is safe for concurrent use; its
-// check methods cost two atomic operations.
+// Monitor follows Redis's readiness. It observes every check as an
+// httplimit.Observer, at the cost of an atomic add. It is safe for
+// concurrent use.
 type Monitor struct {
 	rdb redis.Scripter
 	log *slog.Logger
@@ -95,19 +100,27 @@ func (m *Monitor) OnChange(f func(State)) {
 	m.mu.Unlock()
 }
 
-// CheckSucceeded records a check that Redis answered.
-func (m *Monitor) CheckSucceeded() { m.ok.Add(1) }
+// Started is part of httplimit.Observer; a check's start says nothing.
+func (m *Monitor) Started(httplimit.Target) {}
 
-// CheckFailed records a check that Redis failed or did not answer in time.
-// A check that ended because its caller went away says nothing of Redis and
-// is not counted.
-func (m *Monitor) CheckFailed(err error) {
-	if errors.Is(err, context.Canceled) {
-		return
+// Finished records a check's outcome: Redis answered (the local deny cache
+// answering says nothing of Redis), or failed or did not answer in time. A
+// check that ended because its caller went away is not counted.
+func (m *Monitor) Finished(_ httplimit.Target, res httplimit.Result, _ time.Duration) {
+	switch {
+	case res.Err == nil:
+		if !res.Decision.Cached {
+			m.ok.Add(1)
+		}
+	case !errors.Is(res.Err, context.Canceled):
+		err := res.Err
+		m.lastErr.Store(&err)
+		m.failed.Add(1)
 	}
-	m.lastErr.Store(&err)
-	m.failed.Add(1)
 }
+
+// Decided is part of httplimit.Observer; Finished has seen the decision.
+func (m *Monitor) Decided(limiter.Decision) {}
 
 // State is Redis as the last probe found it.
 func (m *Monitor) State() State {

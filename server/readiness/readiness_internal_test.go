@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/internal/redistest"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // TestMain says once what a missing redis-server cost (TestMonitor then
@@ -109,8 +110,9 @@ func TestMonitor(t *testing.T) {
 	if n, err := rdb.Exists(ctx, probeKey).Result(); err != nil || n != 1 {
 		t.Fatalf("the probe wrote nothing: %d %v", n, err)
 	}
-	m.CheckFailed(context.Canceled) // the caller went away: not Redis's fault
-	m.CheckFailed(redisError("OOM command not allowed"))
+	var target httplimit.Target
+	m.Finished(target, httplimit.Result{Err: context.Canceled}, 0) // the caller went away: not Redis's fault
+	m.Finished(target, httplimit.Result{Err: redisError("OOM command not allowed")}, 0)
 	waitState(t, m, "oom")
 	waitState(t, m, Up) // no more failing checks, and the probe writes
 }
