@@ -27,6 +27,7 @@ type app struct {
 	live     *live.View
 	ready    *readiness.Monitor // whether Redis accepts writes: /readyz, gRPC health
 	races    races
+	viewers  *slots[string] // WebSocket viewers per client address (ClientAddr)
 }
 
 // observeReset tells live viewers a window was reset.
