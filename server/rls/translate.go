@@ -13,6 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // MaxDescriptors bounds the descriptors of one request. Envoy sends one per
@@ -28,7 +29,7 @@ const maxKeyPart = 64
 // nothing when it maps to no policy.
 type check struct {
 	key    string
-	policy limiter.Policy // zero Name: unmapped
+	policy *httplimit.Policy // nil: unmapped
 	cost   int
 	// orphan names the policy a mapping points at when no such policy is
 	// configured: a reload between reading the mappings and the policies.
@@ -36,7 +37,7 @@ type check struct {
 	orphan string
 }
 
-func (c check) mapped() bool { return c.policy.Name != "" }
+func (c check) mapped() bool { return c.policy != nil }
 
 // translate turns a request into one check per descriptor, in the request's
 // order, or the first reason it is malformed, naming the field:
@@ -55,7 +56,7 @@ func (c check) mapped() bool { return c.policy.Name != "" }
 //   - is_negative_hits is refused: a log records requests and cannot take
 //     them back. A descriptor's own limit override is ignored: the policy
 //     decides.
-func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (limiter.Policy, bool)) ([]check, error) {
+func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool)) ([]check, error) {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	switch {
@@ -94,7 +95,7 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 			out[i].orphan = name
 			continue
 		}
-		cost, err := costOf(req, d, i, p)
+		cost, err := costOf(req, d, i, p.Policy)
 		if err != nil {
 			return nil, err
 		}
