@@ -50,6 +50,7 @@ func newConfigStore(cfg Config, m *metrics, log *slog.Logger) (*configStore, err
 	}
 	s.cur.Store(set)
 	s.lastRead = raw
+	m.configLoaded(true, set.loadedAt)
 	return s, nil
 }
 
@@ -123,6 +124,7 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 	}
 	if err != nil {
 		s.metrics.configReloads.WithLabelValues("error").Inc()
+		s.metrics.configLoaded(false, time.Time{})
 		s.log.Error("config reload refused; the running config stays", "reason", reason,
 			"version", s.load().version, "err", err)
 		return err
@@ -137,6 +139,7 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 		}
 	}
 	s.metrics.configReloads.WithLabelValues("ok").Inc()
+	s.metrics.configLoaded(true, set.loadedAt)
 	s.log.Info("config reloaded", "reason", reason, "version", set.version, "previous", old.version,
 		"policies", len(set.policies), "routes", len(set.routes))
 	return nil

@@ -79,14 +79,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
 	}
-	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log)
+	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log, newGRPCMetrics(m).options()...)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	var redisStatus func(up bool)
-	if envoy != nil {
-		redisStatus = envoy.redisStatus
+	redisStatus := func(up bool) {
+		m.redisStatus(up)
+		if envoy != nil {
+			envoy.redisStatus(up)
+		}
 	}
 	instance := uuid.NewString()[:8]
 	// The live view comes first: every entry point's checks report to it.
@@ -224,6 +226,8 @@ func newEcho(a *app) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(a.log)
+	traffic := &httpMetrics{m: a.metrics}
+	e.Use(traffic.middleware) // outermost: it counts the status the client got
 	e.Use(middleware.Recover())
 	e.Use(securityHeaders)
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
@@ -254,6 +258,7 @@ func newEcho(a *app) *echo.Echo {
 		},
 	}))
 	routes(e, a)
+	traffic.prepare(e.Routes())
 	return e
 }
 
