@@ -56,6 +56,27 @@ type Policy struct {
 	// callers answer allow anyway (SPEC §9). The limiter itself decides a
 	// shadow policy exactly like any other.
 	Shadow bool
+	// CountDenied counts every request's cost, allowed or not, as
+	// envoyproxy/ratelimit's counters do (an INCRBY whatever the answer): a
+	// window's count may pass its limit, and a request is allowed iff the
+	// count with it is at most the limit. Such a policy takes any cost from
+	// 1 to MaxCountedCost. Only Fixed counts this way; ParsePolicy never sets
+	// it, and the other algorithms ignore it.
+	CountDenied bool `json:",omitempty"`
+}
+
+// MaxCountedCost bounds the cost of one request under CountDenied, as
+// envoyproxy/ratelimit's hits are counted in whole numbers Lua keeps exact.
+const MaxCountedCost = 1<<32 - 1
+
+// costFits reports whether cost is one p takes: 1 to its smallest limit (a
+// larger cost could never pass), or under CountDenied any cost up to
+// MaxCountedCost (a larger one is counted and denied).
+func (p Policy) costFits(cost int) bool {
+	if p.CountDenied && p.AlgorithmName() == Fixed {
+		return cost >= 1 && cost <= MaxCountedCost
+	}
+	return cost >= 1 && cost <= p.SmallestLimit()
 }
 
 // AlgorithmName is p.Algorithm with the default filled in: Log.
