@@ -72,6 +72,8 @@ func TestCommandLineErrors(t *testing.T) {
 		{map[string]string{"RATESCOPE_CHECK_TIMEOUT": "-1s"}, nil, `RATESCOPE_CHECK_TIMEOUT="-1s"`, "--check-timeout"},
 		{map[string]string{"RATESCOPE_DENY_CACHE_SIZE": "-1"}, nil, `RATESCOPE_DENY_CACHE_SIZE="-1"`, "--deny-cache-size"},
 		{map[string]string{"RATESCOPE_GRPC_ADDR": "nowhere"}, nil, `RATESCOPE_GRPC_ADDR="nowhere"`, "--grpc-addr"},
+		{map[string]string{"RATESCOPE_MAX_VIEWERS": "-1"}, nil, `RATESCOPE_MAX_VIEWERS="-1"`, "--max-viewers"},
+		{nil, []string{"--max-conns-per-client", "-2"}, `--max-conns-per-client "-2"`, "RATESCOPE_"},
 		{map[string]string{"RATESCOPE_TRUSTED_PROXIES": "bogus"}, nil, `RATESCOPE_TRUSTED_PROXIES="bogus"`, "--trusted-proxies"},
 		{map[string]string{"RATESCOPE_POLICIES": "a=5"}, nil, `RATESCOPE_POLICIES: policy "a"`, "--policy"},
 		{nil, []string{"--policy", "a=5"}, `--policy: policy "a"`, "RATESCOPE_POLICIES"},

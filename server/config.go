@@ -212,11 +212,15 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		errs = append(errs, fmt.Errorf("%s: want 0 (off) or more", setting("deny-cache-size", "RATESCOPE_DENY_CACHE_SIZE", strconv.Itoa(cfg.DenyCacheSize))))
 	}
 	for _, c := range []struct {
-		flag string
-		n    int
-	}{{"max-conns-per-client", cfg.MaxConnsPerClient}, {"max-viewers", cfg.MaxViewers}, {"max-viewers-per-client", cfg.MaxViewersPerClient}} {
+		flag, env string
+		n         int
+	}{
+		{"max-conns-per-client", "RATESCOPE_MAX_CONNS_PER_CLIENT", cfg.MaxConnsPerClient},
+		{"max-viewers", "RATESCOPE_MAX_VIEWERS", cfg.MaxViewers},
+		{"max-viewers-per-client", "RATESCOPE_MAX_VIEWERS_PER_CLIENT", cfg.MaxViewersPerClient},
+	} {
 		if c.n < 0 {
-			errs = append(errs, fmt.Errorf("--%s %d: want 0 (no cap) or more", c.flag, c.n))
+			errs = append(errs, fmt.Errorf("%s: want 0 (no cap) or more", setting(c.flag, c.env, strconv.Itoa(c.n))))
 		}
 	}
 	if cfg.GRPCAddr != "" {
