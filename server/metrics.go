@@ -106,9 +106,9 @@ func newMetrics() *metrics {
 	}
 	m.redisUp = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ratescope_redis_up",
-		Help: "1 while Redis answers the live view's clock, 0 while it does not.",
+		Help: "1 while Redis accepts the limiter's writes (what /readyz reports), 0 while it does not.",
 	})
-	m.redisUp.Set(1) // as the clock assumes until a reading says otherwise
+	m.redisUp.Set(1) // as readiness assumes until its first probe
 	m.reloadSuccessful = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "ratescope_config_last_reload_successful",
 		Help: "1 when the last reading of the config file was applied, 0 when it was refused (the config before it stays).",
@@ -162,7 +162,7 @@ func (m *metrics) configLoaded(ok bool, at time.Time) {
 	m.reloadSuccessAt.Set(float64(at.UnixMilli()) / 1000)
 }
 
-// redisStatus follows Redis's state as the live view's clock finds it.
+// redisStatus follows Redis's state as readiness finds it.
 func (m *metrics) redisStatus(up bool) {
 	if up {
 		m.redisUp.Set(1)

@@ -11,6 +11,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/ratescope/ratescope/internal/redistest"
 )
 
 // documentedMetrics are the metric names in the operations page's table.
@@ -134,4 +136,16 @@ func TestGRPCMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, grepLines(m, "grpc_requests"))
 		}
 	}
+}
+
+// TestRedisUpMetric: ratescope_redis_up follows readiness — 0 while Redis
+// does not answer, 1 again once it does.
+func TestRedisUpMetric(t *testing.T) {
+	proxy := redistest.StartProxy(t, redistest.URL(t))
+	app := startApp(t, map[string]string{"REDIS_URL": proxy.URL, "RATESCOPE_CHECK_TIMEOUT": "200ms"})
+	waitFor(t, 10*time.Second, "redis_up 1", func() bool { return strings.Contains(metrics(t, app), "\nratescope_redis_up 1\n") })
+	proxy.Pause()
+	waitFor(t, 10*time.Second, "redis_up 0 while Redis hangs", func() bool { return strings.Contains(metrics(t, app), "\nratescope_redis_up 0\n") })
+	proxy.Resume()
+	waitFor(t, 10*time.Second, "redis_up 1 again", func() bool { return strings.Contains(metrics(t, app), "\nratescope_redis_up 1\n") })
 }
