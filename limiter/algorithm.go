@@ -82,8 +82,9 @@ func Describe(a Algorithm) (Descriptor, bool) {
 	return r.Descriptor, true
 }
 
-// algorithmNames lists the names, for messages: "log, fixed, counter, …".
-func algorithmNames() string {
+// AlgorithmNames lists every algorithm's name for people, the default (Log)
+// first: "log, fixed, counter, gcra, bucket".
+func AlgorithmNames() string {
 	var b strings.Builder
 	for i, d := range Algorithms() {
 		if i > 0 {

@@ -4,13 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
-
 	"github.com/ratescope/ratescope/static"
 	"github.com/ratescope/ratescope/views"
 )
@@ -39,7 +37,7 @@ func handlePage(a *app) echo.HandlerFunc {
 			policies[i] = views.Policy{Name: p.Name, Algorithm: string(p.Policy.AlgorithmName()), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				policies[i].Rules = append(policies[i].Rules, views.Rule{
-					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, shortDuration(r.Window)),
+					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, limiter.WindowString(r.Window)),
 				})
 			}
 		}
@@ -76,18 +74,6 @@ var pageFacts = func() views.Facts {
 	}
 	return f
 }()
-
-// shortDuration prints 10s, 1m, 1h rather than Go's 1m0s.
-func shortDuration(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	default:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-}
 
 // handleStatic serves the embedded JS, CSS and icon. URLs the page links carry
 // ?v=<instance>, so they may be cached for a day; modules imported by other

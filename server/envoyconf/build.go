@@ -59,7 +59,7 @@ func (b *builder) file(p *parser, f *yamlFile) {
 	_, known := limiter.Describe(alg)
 	switch {
 	case explicit && !known:
-		p.fail(algorithmKey, f.algorithmLine, "%q is not an algorithm; want one of %s", alg, algorithmNames())
+		p.fail(algorithmKey, f.algorithmLine, "%q is not an algorithm; want one of %s", alg, limiter.AlgorithmNames())
 		return
 	case !explicit && b.opts.Compat:
 		alg = limiter.Fixed
@@ -202,13 +202,4 @@ func (b *builder) bound(p *parser, l *Limit, y *yamlLimit, rules leafRules) {
 			p.fail(y.path+".unit", y.unitLine, "%s is longer than %s takes (a week)", strings.ToLower(l.Unit.String()), l.Policy.Algorithm)
 		}
 	}
-}
-
-// algorithmNames lists the algorithms for a message: "log, fixed, …".
-func algorithmNames() string {
-	var names []string
-	for _, d := range limiter.Algorithms() {
-		names = append(names, string(d.Name))
-	}
-	return strings.Join(names, ", ")
 }
