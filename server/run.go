@@ -93,6 +93,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	// Readiness hears of every check and tells gRPC health.
 	ready := readiness.New(rdb, log)
+	ready.RequireReplicas(cfg.DurableReplicas)
 	if envoy != nil {
 		ready.OnChange(envoy.redisStatus)
 	}

@@ -70,8 +70,9 @@ func checkUntilOK(t *testing.T, url string, within time.Duration) time.Time {
 }
 
 // TestSentinelFailover: with a Sentinel URL, checks succeed again within 5 s
-// of a promotion after the master is killed, and the old master, restarted
-// empty once the sentinels have moved, never receives a check.
+// of a promotion after the master is killed, /readyz is 503 while no master
+// accepts writes and 200 after, and the old master, restarted empty once the
+// sentinels have moved, never receives a check.
 func TestSentinelFailover(t *testing.T) {
 	d := redistest.StartDeployment(t, redistest.DeploymentConfig{})
 	app := startApp(t, map[string]string{"REDIS_URL": d.URL}, "--check-timeout", "1s", "--policy", "api=1000/10s")
@@ -81,11 +82,16 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("no log line names Sentinel:\n%s", app.Logs())
 	}
 
+	readyAs(t, app, nil, 200, "up", readyOnWithin)
+
 	old := d.Master()
 	d.Kill(old)
+	// While no master accepts writes, the instance is not ready.
+	readyAs(t, app, nil, 503, "down", readyOffWithin)
 	promotedAt := promoted(t, d, old)
 	back := checkUntilOK(t, check, afterPromotion)
 	t.Logf("checks succeed again %v after the promotion", back.Sub(promotedAt).Round(time.Millisecond))
+	readyAs(t, app, nil, 200, "up", readyOnWithin)
 
 	d.WaitMoved(old)
 	d.Restart(old)
