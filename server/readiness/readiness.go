@@ -5,12 +5,12 @@
 //
 // Two things feed it: a probe that runs a tiny write script (TIME and a SET
 // with an expiry) once every ProbeInterval — with RequireReplicas, a write
-// that replicas must acknowledge — and the outcome of every check
-// (it is an httplimit.Observer of the Checker). Redis is "up" while the
-// probe writes and the checks since the previous probe did not all fail;
-// otherwise it is named by
-// the error Redis gave, as Word names it: "readonly" for a replica, "oom" for
-// a full Redis under noeviction, "down" for a timeout or a lost connection.
+// that replicas must acknowledge — and the outcome of every check (it is an
+// httplimit.Observer of the Checker). Redis is "up" while the probe writes
+// and the checks since the previous probe did not all fail; otherwise it is
+// named by the error Redis gave, as Word names it: "readonly" for a replica,
+// "oom" for a full Redis under noeviction, "noreplicas" when too few replicas
+// confirm a write, "down" for a timeout or a lost connection.
 // A check is no write probe (a denial writes nothing), so only a probe that
 // wrote brings Redis back up.
 package readiness
