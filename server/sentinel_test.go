@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,6 +103,40 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	if n := scriptCalls(t, d, old); n != 0 {
 		t.Fatalf("the restarted old master received %d scripts", n)
+	}
+}
+
+// TestSentinelRestartDuringFailover: the master is killed and, once the
+// sentinels have begun to fail it over but before they promote the replica,
+// it comes back empty on its port — where they still name it. Checks made
+// meanwhile never reach it (the fail mode answers them), and after the
+// promotion checks succeed on the new master.
+func TestSentinelRestartDuringFailover(t *testing.T) {
+	d := redistest.StartDeployment(t, redistest.DeploymentConfig{})
+	app := startApp(t, map[string]string{"REDIS_URL": d.URL}, "--check-timeout", "1s", "--policy", "api=1000/10s")
+	check := app.URL + "/api/v1/check?policy=api"
+	checkUntilOK(t, check, 10*time.Second)
+	old := d.Master()
+	d.Kill(old)
+	waitFor(t, 30*time.Second, "a sentinel to begin the failover", func() bool {
+		return slices.ContainsFunc(d.Flags(context.Background()), func(f string) bool {
+			return strings.Contains(f, "failover_in_progress")
+		})
+	})
+	d.Restart(old)
+	restarted := time.Now()
+	for {
+		r := do(t, "POST", check+"&key="+newKey(), "")
+		views := d.Views(context.Background())
+		if r.status == http.StatusOK && !slices.Contains(views, old) {
+			break
+		}
+		if time.Since(restarted) > 30*time.Second {
+			t.Fatalf("no check succeeded on a new master within 30s of the restart: %d %s; sentinels name %v", r.status, r.raw, views)
+		}
+	}
+	if n := scriptCalls(t, d, old); n != 0 {
+		t.Fatalf("the old master, back empty during the failover, received %d scripts", n)
 	}
 }
 

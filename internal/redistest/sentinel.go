@@ -180,6 +180,24 @@ func (d *Deployment) Views(ctx context.Context) []string {
 	return views
 }
 
+// Flags asks each sentinel how it sees the master it names: its flags, e.g.
+// "master,s_down,o_down,failover_in_progress"; "" for a sentinel that does
+// not answer.
+func (d *Deployment) Flags(ctx context.Context) []string {
+	flags := make([]string, len(d.Sentinels))
+	for i, s := range d.Sentinels {
+		if !s.Answering() {
+			continue
+		}
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+		if m, err := c.Master(ctx, MasterName).Result(); err == nil {
+			flags[i] = m["flags"]
+		}
+		_ = c.Close()
+	}
+	return flags
+}
+
 // WaitMaster waits until every answering sentinel names the same master,
 // one that accept takes (nil: any) and that answers as a master, and returns
 // its address.
