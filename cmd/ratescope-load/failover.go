@@ -51,20 +51,24 @@ type answer struct {
 
 // failoverResult is one run.
 type failoverResult struct {
-	sat          httpResult // saturation before the kill
-	answers      []answer
-	killedAt     time.Time
-	movedAfter   time.Duration // kill → every sentinel names the new master; 0: they never moved
-	okAfter      time.Duration // kill → the first answer (200 or 429) after the kill's first failure
-	overs        int
-	overKeys     int
-	failMode     int // 503 answers
-	forgotten    int // allowed in the last forgottenWithin before the kill, absent on the new master
-	lookedUp     int
-	oldScripts   int64 // scripts the restarted old master received
-	steady       latencies
-	steadyRate   float64
-	restartFirst bool // the old master was back before the sentinels moved
+	sat        httpResult // saturation before the kill
+	answers    []answer
+	killedAt   time.Time
+	movedAfter time.Duration // kill → every sentinel names the new master; 0: they never moved
+	lastFail   time.Duration // kill → the last fail-mode answer (sent then)
+	overs      int
+	overKeys   int
+	failMode   int // 503 answers
+	forgotten  int // allowed in the last forgottenWithin before the kill, absent on the new master
+	lookedUp   int
+	oldScripts int64 // scripts the restarted old master received
+	steady     latencies
+}
+
+// failoverVariant is what one row of the report varies.
+type failoverVariant struct {
+	replicas int
+	durable  int
 }
 
 func measureFailover(ctx context.Context, e *env) error {
@@ -73,21 +77,22 @@ func measureFailover(ctx context.Context, e *env) error {
 	rep.line("")
 	rep.line("## Failover under load (Sentinel)")
 	rep.line("")
-	rep.line("Each run: a master with %v replica(s) and 3 sentinels (down-after 1 s, failover-timeout 5 s; Redis defaults otherwise, no persistence), one ratescope server on the Sentinel URL (check timeout 150 ms, fail closed), %d checks/s open-loop on `%s` over %d keys. After %v, SIGKILL the master; %v later start it again, empty, on its port; keep the load until checks succeed again and %v more.",
-		o.failoverReplicas, o.failoverRate, failoverPolicy, failoverKeys, failoverWarmup, o.failoverRestart, failoverSettle)
-	rep.line("Over the limit: allowed answers beyond %d in any %v sliding window of one key, on the decisions' own clock (greedy, earliest kept). Forgotten: checks answered allowed in the %v before the kill whose entries the promoted master lacks. Saturation: %d connections for %v on `%s` over %d keys, all allowed, before the kill.",
+	rep.line("Each run: a master with replicas and 3 sentinels (down-after 1 s, failover-timeout 5 s; Redis defaults otherwise, no persistence), one ratescope server on the Sentinel URL (check timeout 150 ms, fail closed), %d checks/s open-loop on `%s` over %d keys. After %v, SIGKILL the master; %v later start it again, empty, on its port; keep the load until the sentinels have moved and %v more.",
+		o.failoverRate, failoverPolicy, failoverKeys, failoverWarmup, o.failoverRestart, failoverSettle)
+	rep.line("Over the limit: allowed answers beyond %d in any %v sliding window of one key, on the decisions' own clock (greedy, earliest kept). Forgotten: checks answered allowed in the %v before the kill whose entries the master lacks once the sentinels have moved. Saturation: %d connections for %v on `%s` over %d keys, all allowed, before the kill.",
 		failoverLimit, failoverWindow, forgottenWithin, saturateConns, saturateTime, saturatePolicy, saturateKeys)
 	rep.line("")
-	rep.line("| replicas | --durable-replicas | run | over the limit (keys) | forgotten | fail-mode answers | kill → sentinels moved | kill → checks back | scripts to the restarted master | p50 / p99 at %d/s | saturation: checks/s, p50 / p99 (503s) |", o.failoverRate)
+	rep.line("| replicas | --durable-replicas | run | over the limit (keys) | forgotten | fail-mode answers | kill → sentinels moved | kill → last fail-mode answer | scripts to the restarted master | p50 / p99 at %d/s | saturation: checks/s, p50 / p99 (503s) |", o.failoverRate)
 	rep.line("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, replicas := range o.failoverReplicas {
 		for _, durable := range []int{0, 1} {
+			v := failoverVariant{replicas: replicas, durable: durable}
 			for run := 1; run <= o.failoverRuns; run++ {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				progress("failover: %d replica(s), --durable-replicas %d, run %d…", replicas, durable, run)
-				r, err := failoverRun(ctx, e, replicas, durable)
+				r, err := failoverRun(ctx, e, v)
 				if err != nil {
 					return err
 				}
@@ -99,7 +104,7 @@ func measureFailover(ctx context.Context, e *env) error {
 				sat := r.sat.lat.sorted()
 				rep.line("| %d | %d | %d | **%d** (%d) | %d of %d | %d | %s | %s | %d | %s / %s | %.0f, %s / %s (%d) |",
 					replicas, durable, run, r.overs, r.overKeys, r.forgotten, r.lookedUp, r.failMode, moved,
-					r.okAfter.Round(10*time.Millisecond), r.oldScripts, ms(s.pct(.5)), ms(s.pct(.99)),
+					r.lastFail.Round(10*time.Millisecond), r.oldScripts, ms(s.pct(.5)), ms(s.pct(.99)),
 					r.sat.rate(), ms(sat.pct(.5)), ms(sat.pct(.99)), r.sat.byStatus[http.StatusServiceUnavailable])
 			}
 		}
@@ -107,19 +112,19 @@ func measureFailover(ctx context.Context, e *env) error {
 	return nil
 }
 
-func failoverRun(ctx context.Context, e *env, replicas, durable int) (failoverResult, error) {
+func failoverRun(ctx context.Context, e *env, v failoverVariant) (failoverResult, error) {
 	var r failoverResult
 	dir, err := os.MkdirTemp(e.dir, "failover-")
 	if err != nil {
 		return r, fmt.Errorf("failed to create a folder: %w", err)
 	}
-	d, err := redistest.LaunchDeployment(ctx, dir, redistest.DeploymentConfig{Replicas: replicas})
+	d, err := redistest.LaunchDeployment(ctx, dir, redistest.DeploymentConfig{Replicas: v.replicas})
 	if err != nil {
 		return r, err
 	}
 	defer d.Stop()
 	srv, err := startServer(ctx, dir, d.URL, "--policy", failoverPolicy, "--policy", saturatePolicy,
-		"--durable-replicas", fmt.Sprint(durable))
+		"--durable-replicas", fmt.Sprint(v.durable))
 	if err != nil {
 		return r, err
 	}
@@ -152,11 +157,9 @@ func failoverRun(ctx context.Context, e *env, replicas, durable int) (failoverRe
 		return r, err
 	}
 	restartErr := d.Node(old).Restart(ctx)
-	restartedAt := time.Now()
 	newMaster, err := d.WaitMaster(ctx, failoverGiveUp, func(a string) bool { return a != old })
 	if err == nil {
 		r.movedAfter = time.Since(r.killedAt)
-		r.restartFirst = restartedAt.Before(r.killedAt.Add(r.movedAfter))
 	}
 	// The decisions of the last seconds before the kill, looked up on the
 	// master now (the promoted one; the restarted one when there was no
@@ -177,7 +180,9 @@ func failoverRun(ctx context.Context, e *env, replicas, durable int) (failoverRe
 		return r, restartErr
 	}
 	r.answers = rec.all()
-	r.oldScripts = scriptCalls(ctx, old)
+	if r.oldScripts, err = redistest.ScriptCalls(ctx, old); err != nil {
+		return r, err
+	}
 	analyse(&r)
 	return r, nil
 }
@@ -312,54 +317,20 @@ func lookUp(ctx context.Context, addr string, as []answer) (looked, missing int)
 	return looked, missing
 }
 
-// scriptCalls is how many scripts clients sent the node at addr.
-func scriptCalls(ctx context.Context, addr string) int64 {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	stats, err := c.InfoMap(ctx, "commandstats").Result()
-	if err != nil {
-		return -1
-	}
-	var n int64
-	for name, v := range stats["Commandstats"] {
-		if name == "cmdstat_eval" || name == "cmdstat_evalsha" {
-			var calls int64
-			fmt.Sscanf(v, "calls=%d", &calls)
-			n += calls
-		}
-	}
-	return n
-}
-
 // analyse counts admissions over the limit per key, fail-mode answers, the
 // recovery time and the latency before the kill.
 func analyse(r *failoverResult) {
 	byKey := map[int][]int64{}
-	var firstFail time.Time
 	for _, a := range r.answers {
-		if a.sent.Before(r.killedAt) {
-			if a.status != 0 {
-				r.steady = append(r.steady, a.took)
-			}
+		if a.sent.Before(r.killedAt) && a.status != 0 {
+			r.steady = append(r.steady, a.took)
 		}
 		if a.allowed {
 			byKey[a.key] = append(byKey[a.key], a.nowMs)
 		}
 		if a.status == http.StatusServiceUnavailable || a.status == 0 {
 			r.failMode++
-			if !a.sent.Before(r.killedAt) && (firstFail.IsZero() || a.sent.Before(firstFail)) {
-				firstFail = a.sent
-			}
-		}
-	}
-	if n := len(r.steady); n > 0 {
-		r.steadyRate = float64(n) / failoverWarmup.Seconds()
-	}
-	slices.SortFunc(r.answers, func(a, b answer) int { return a.sent.Compare(b.sent) })
-	for _, a := range r.answers {
-		if !firstFail.IsZero() && a.sent.After(firstFail) && (a.status == http.StatusOK || a.status == http.StatusTooManyRequests) {
-			r.okAfter = a.sent.Add(a.took).Sub(r.killedAt)
-			break
+			r.lastFail = max(r.lastFail, a.sent.Sub(r.killedAt))
 		}
 	}
 	for _, times := range byKey {

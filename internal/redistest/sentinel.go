@@ -228,6 +228,29 @@ func (d *Deployment) WaitMaster(ctx context.Context, timeout time.Duration, acce
 	return master, err
 }
 
+// ScriptCalls is how many scripts (EVAL, EVALSHA) clients sent the node at
+// addr since it started. A replica counts none for what its master sends it:
+// Redis replicates a script as its effects.
+func ScriptCalls(ctx context.Context, addr string) (int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	stats, err := c.InfoMap(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, fmt.Errorf("failed to read %s's command stats: %w", addr, err)
+	}
+	var n int64
+	for name, v := range stats["Commandstats"] {
+		if name == "cmdstat_eval" || name == "cmdstat_evalsha" {
+			var calls int64
+			if _, err := fmt.Sscanf(v, "calls=%d", &calls); err != nil {
+				return 0, fmt.Errorf("failed to read %s of %s: %q", name, addr, v)
+			}
+			n += calls
+		}
+	}
+	return n, nil
+}
+
 // Failover asks the first answering sentinel to fail the master over now
 // (SENTINEL FAILOVER), as an operator would.
 func (d *Deployment) Failover(ctx context.Context) error {
