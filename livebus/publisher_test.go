@@ -28,7 +28,7 @@ func newClient(t *testing.T) *redis.Client {
 // channel subscribes to the bus and returns every envelope published on it.
 func channel(t *testing.T, rdb *redis.Client) <-chan livebus.Envelope {
 	t.Helper()
-	ps := rdb.Subscribe(context.Background(), livebus.Channel)
+	ps := rdb.Subscribe(context.Background(), livebus.Channel(rdb))
 	if _, err := ps.Receive(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	// announce it until a probe gets through.
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
-		if err := rdb.Publish(context.Background(), livebus.Channel, presence.Encode()).Err(); err != nil {
+		if err := rdb.Publish(context.Background(), livebus.Channel(rdb), presence.Encode()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p.Decision(decision(unwatched, fmt.Sprint("u", i)))
@@ -156,8 +156,8 @@ func TestPublisherStopsCleanly(t *testing.T) {
 	go func() { done <- p.Run(context.Background()) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for { // running: subscribed to the channel
-		n, err := rdb.PubSubNumSub(context.Background(), livebus.Channel).Result()
-		if err == nil && n[livebus.Channel] == 1 {
+		n, err := rdb.PubSubNumSub(context.Background(), livebus.Channel(rdb)).Result()
+		if err == nil && n[livebus.Channel(rdb)] == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
