@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/internal/redisdata"
+	"github.com/ratescope/ratescope/internal/redistest"
 )
 
 // The failover phase (--failover): a master crash under load, as an operator
