@@ -190,7 +190,7 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
-	if !p.costFits(cost) {
+	if !p.CostFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}
 	k := cacheKey{key: key, policy: p.Name}

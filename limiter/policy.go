@@ -69,10 +69,10 @@ type Policy struct {
 // envoyproxy/ratelimit's hits are counted in whole numbers Lua keeps exact.
 const MaxCountedCost = 1<<32 - 1
 
-// costFits reports whether cost is one p takes: 1 to its smallest limit (a
+// CostFits reports whether cost is one p takes: 1 to its smallest limit (a
 // larger cost could never pass), or under CountDenied any cost up to
 // MaxCountedCost (a larger one is counted and denied).
-func (p Policy) costFits(cost int) bool {
+func (p Policy) CostFits(cost int) bool {
 	if p.CountDenied && p.AlgorithmName() == Fixed {
 		return cost >= 1 && cost <= MaxCountedCost
 	}
