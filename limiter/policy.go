@@ -60,8 +60,9 @@ type Policy struct {
 	// envoyproxy/ratelimit's counters do (an INCRBY whatever the answer): a
 	// window's count may pass its limit, and a request is allowed iff the
 	// count with it is at most the limit. Such a policy takes any cost from
-	// 1 to MaxCountedCost. Only Fixed counts this way; ParsePolicy never sets
-	// it, and the other algorithms ignore it.
+	// 1 to MaxCountedCost, and the local deny cache never answers for it
+	// (it would leave answered denials uncounted). Only Fixed counts this
+	// way; ParsePolicy never sets it, and the other algorithms ignore it.
 	CountDenied bool `json:",omitempty"`
 }
 

@@ -95,7 +95,11 @@ func measureEnvoy(ctx context.Context, e *env) error {
 		}
 	}()
 	add := func(name string, start func(rs *redistest.Process, grpcPort int) (*serverProc, error)) error {
-		rs, err := redistest.Launch(ctx, filepath.Join(e.dir, "redis-"+strconv.Itoa(len(targets))))
+		rdir := filepath.Join(e.dir, "redis-"+strconv.Itoa(len(targets)))
+		if err := os.MkdirAll(rdir, 0o755); err != nil {
+			return fmt.Errorf("failed to create a folder for redis-server: %w", err)
+		}
+		rs, err := redistest.Launch(ctx, rdir)
 		if err != nil {
 			return err
 		}
@@ -145,7 +149,9 @@ func measureEnvoy(ctx context.Context, e *env) error {
 			name, log = "ratescope --envoy-compat", "ratescope-envoy-compat.log"
 		}
 		if err := add(name, func(rs *redistest.Process, grpcPort int) (*serverProc, error) {
-			env := append(envoyEnv(rs, grpcPort), "RATESCOPE_ENVOY_COMPAT="+strconv.FormatBool(compat))
+			// envoyproxy/ratelimit waits for Redis up to its REDIS_TIMEOUT,
+			// 10 s by default: ratescope may wait as long.
+			env := append(envoyEnv(rs, grpcPort), "RATESCOPE_ENVOY_COMPAT="+strconv.FormatBool(compat), "RATESCOPE_CHECK_TIMEOUT=10s")
 			return startProc(ctx, e.dir, name, log, env, "serve", "--max-conns-per-client", "0")
 		}); err != nil {
 			return err
@@ -198,7 +204,7 @@ func measureEnvoy(ctx context.Context, e *env) error {
 	rep.line("")
 	rep.line("## Envoy rate limit service: ratescope against envoyproxy/ratelimit")
 	rep.line("")
-	rep.line("envoyproxy/ratelimit built from its source (%s); every server reads the same file in its format (`RUNTIME_ROOT/ratelimit/config/bench.yaml`: `user` %s, `flood` %d per day), on a fresh redis-server of its own, and is called by %d goroutines over %d HTTP/2 connections with one descriptor per call, %s per server and workload after a %s warm-up. All allowed: %d users under a limit nobody reaches. Flood: %d %% of calls to %d users filled past their limit beforehand, the rest to users never seen. CPU per call is the server's and its redis-server's CPU time divided by the calls answered.",
+	rep.line("envoyproxy/ratelimit built from its source (%s); every server reads the same file in its format (`RUNTIME_ROOT/ratelimit/config/bench.yaml`: `user` %s, `flood` %d per day), on a fresh redis-server of its own, and is called by %d goroutines over %d HTTP/2 connections with one descriptor per call, %s per server and workload after a %s warm-up. All allowed: %d users under a limit nobody reaches. Flood: %d %% of calls to %d users filled past their limit beforehand, the rest to users never seen. CPU per call is the server's and its redis-server's CPU time divided by the calls answered. ratescope waits for Redis as long as envoyproxy/ratelimit does (10 s) and keeps its local deny cache on; envoyproxy/ratelimit runs without its local cache unless a row says so.",
 		rev, "100000 per second", envoyFloodLimit, o.conns, envoyClientConns, o.duration, httpWarmup, o.keys, 100-100/floodFreshEvery, envoyFloodHotKeys)
 	rep.line("")
 	rep.line("| server | workload | calls/s (median) | min–max | server µs/call | redis µs/call | server+redis µs/call | OK · OVER_LIMIT |")
@@ -273,11 +279,13 @@ type rlsResult struct {
 
 func (r rlsResult) rate() float64 { return float64(r.ok+r.over) / r.took.Seconds() }
 
-// driveRLS calls t from workers goroutines, each one call at a time, for d.
-// An error answer ends the run with an error.
+// driveRLS calls t from workers goroutines, each one call at a time, for d
+// (a call started before d ends is answered). An error answer ends the run
+// with an error.
 func driveRLS(ctx context.Context, t *rlsTarget, workers int, d time.Duration, mk func(worker, i int) *rlsv3.RateLimitRequest) (rlsResult, error) {
-	rctx, cancel := context.WithTimeout(ctx, d)
+	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	end := time.Now().Add(d)
 	var (
 		res      rlsResult
 		firstErr error
@@ -289,7 +297,7 @@ func driveRLS(ctx context.Context, t *rlsTarget, workers int, d time.Duration, m
 		client := rlsv3.NewRateLimitServiceClient(t.conns[w%len(t.conns)])
 		wg.Go(func() {
 			var ok, over int64
-			for i := 0; rctx.Err() == nil; i++ {
+			for i := 0; rctx.Err() == nil && time.Now().Before(end); i++ {
 				resp, err := client.ShouldRateLimit(rctx, mk(w, i))
 				if err != nil {
 					if rctx.Err() == nil {
