@@ -73,7 +73,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer closeRedis()
 
-	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize))
+	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize), limiter.WithDurableReplicas(cfg.DurableReplicas))
 	m.countLocalDenials(lim)
 	store.onChange = lim.Forget
 	// The deny cache serves only while it follows resets from every instance.
@@ -160,7 +160,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		policies[i] = p.Policy.Policy.String()
 	}
 	log.Info("ratescope listening", "addr", ln.Addr().String(), "url", "http://"+displayAddr(ln.Addr()),
-		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
+		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(), "durable_replicas", cfg.DurableReplicas,
 		"policies", strings.Join(policies, ";"), "config", cfg.ConfigFile, "version", set.version,
 		"routes", len(set.routes), "trusted_proxies", strings.Join(set.trusted.Strings(), ","))
 	if envoy != nil {
