@@ -144,12 +144,14 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 			o.Started(t)
 		}
 	}
-	decide := c.Limiter.AllowWithin
-	if t.Peek {
-		decide = c.Limiter.PeekWithin
-	}
 	start := time.Now()
-	d, err := decide(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+	var d limiter.Decision
+	var err error
+	if t.Peek {
+		d, err = c.Limiter.PeekWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+	} else {
+		d, err = c.Limiter.AllowWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+	}
 	took := time.Since(start)
 	res := Result{Decision: d, Err: err, Pass: err == nil && !d.Denied()}
 	if err != nil {
