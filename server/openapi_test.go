@@ -251,8 +251,21 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 401, call(t, "GET", u+"/ws?key=oa1&policy=default", "", wsUpgrade...))
 	must(t, router, 403, call(t, "GET", u+"/ws?key=oa1&policy=demo", "", withHeaders(wsUpgrade, "Origin", "https://evil.example")...))
 	must(t, router, 400, call(t, "GET", u+"/ws/lab?lab=bad%20lab", "", wsUpgrade...))
-	must(t, router, 101, call(t, "GET", u+"/ws/lab?lab=oa", "", wsUpgrade...))
-	held, conn := open(t, "GET", u+"/ws?key=oa1&policy=demo", "", wsUpgrade...)
+	// One viewer per client here: a stream just closed counts until the
+	// server has seen it go, so each upgrade waits for a free place.
+	upgrade := func(url string) (exchange, io.Closer) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			x, conn := open(t, "GET", url, "", wsUpgrade...)
+			if x.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				return x, conn
+			}
+			conn.Close()
+		}
+	}
+	lab, conn := upgrade(u + "/ws/lab?lab=oa")
+	conn.Close()
+	must(t, router, 101, lab)
+	held, conn := upgrade(u + "/ws?key=oa1&policy=demo")
 	defer conn.Close()
 	must(t, router, 101, held)
 	must(t, router, 503, call(t, "GET", u+"/ws?key=oa2&policy=demo", "", wsUpgrade...))
