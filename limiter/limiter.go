@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/redisdb"
 )
 
 // MaxEvict bounds how many expired entries one call removes, so no call blocks
@@ -41,6 +43,8 @@ type Limiter struct {
 	rdb   rediser
 	batch *batcher   // nil: one round trip per check
 	cache *denyCache // nil: no local deny cache
+	// resets is the resets channel of rdb's database.
+	resets string
 	// replicas must hold an allowed decision before it is answered
 	// (WithDurableReplicas); 0: none.
 	replicas int
@@ -54,7 +58,7 @@ type Limiter struct {
 // DefaultDenyCacheSize denials unless WithDenyCache says otherwise; it
 // answers only while Run runs.
 func New(rdb redis.UniversalClient, opts ...Option) *Limiter {
-	l := &Limiter{rdb: rdb}
+	l := &Limiter{rdb: rdb, resets: redisdb.Channel(resetsChannel, rdb)}
 	WithBatching(DefaultMaxBatch, DefaultMaxInFlight)(l)
 	WithDenyCache(DefaultDenyCacheSize)(l)
 	for _, o := range opts {
