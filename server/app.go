@@ -9,6 +9,7 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/overview"
 	"github.com/ratescope/ratescope/server/readiness"
 )
 
@@ -25,6 +26,7 @@ type app struct {
 	metrics  *metrics
 	instance string
 	live     *live.View
+	overview *overview.Overview // the traffic of every policy, across instances
 	ready    *readiness.Monitor // whether Redis accepts writes: /readyz, gRPC health
 	races    races
 	viewers  *slots[string] // WebSocket viewers per client address (ClientAddr)

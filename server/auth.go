@@ -63,3 +63,20 @@ func bearer(r *http.Request) (string, bool) {
 func tokenEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
+
+// authorizeOverview applies the overview's rule: its top lists name clients,
+// so a non-demo policy's overview needs the admin token when one is
+// configured (401 otherwise); without one, the API token's rule applies, as
+// for a window's stream.
+func (a authorizer) authorizeOverview(c echo.Context, policy string) error {
+	if policy == sandboxPolicy || (a.adminToken == "" && a.apiToken == "") {
+		return nil
+	}
+	if a.adminToken == "" {
+		return a.authorize(c, policy, false)
+	}
+	if got, ok := bearer(c.Request()); ok && tokenEqual(got, a.adminToken) {
+		return nil
+	}
+	return unauthorized("the overview of a non-demo policy names its clients: it needs Authorization: Bearer <admin token>")
+}

@@ -212,6 +212,10 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 401, call(t, "DELETE", u+"/api/v1/window?key=oa1&policy=default", "", api...))
 	must(t, router, 400, call(t, "DELETE", u+"/api/v1/window?key=oa1&key=oa2&policy=demo", ""))
 	must(t, router, 200, call(t, "GET", u+"/api/v1/policies", ""))
+	must(t, router, 200, call(t, "GET", u+"/api/v1/overview?policy=demo", ""))
+	must(t, router, 200, call(t, "GET", u+"/api/v1/overview?policy=s", "", "Authorization", "Bearer adm"))
+	must(t, router, 401, call(t, "GET", u+"/api/v1/overview?policy=s", "", api...))
+	must(t, router, 400, call(t, "GET", u+"/api/v1/overview?policy=nope", ""))
 	must(t, router, 200, call(t, "GET", u+"/api/v1/openapi.json", ""))
 
 	// The race and the lab.

@@ -288,3 +288,14 @@ func (w *watcher) concerns(e fsnotify.Event) bool {
 	fi, err := os.Lstat(path)
 	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
+
+// policyNames lists the policies in force, in order: what the overview
+// counts and shows.
+func (s *configStore) policyNames() []string {
+	ps := s.load().policies
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	return names
+}

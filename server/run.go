@@ -25,6 +25,7 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/overview"
 	"github.com/ratescope/ratescope/server/readiness"
 )
 
@@ -118,6 +119,17 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Log:          log,
 		Metrics:      m.live(),
 	})
+	// The overview counts every check too, on this instance, with no Redis.
+	traffic := overview.New(overview.Deps{
+		Redis:    rdb,
+		Instance: instance,
+		NowMs:    view.NowMs,
+		Policies: store.policyNames,
+		Watched:  view.OverviewWatched,
+		Publish:  view.PublishOverview,
+		Timeout:  cfg.CheckTimeout,
+		Log:      log,
+	})
 	checker := &httplimit.Checker{
 		Limiter:  lim,
 		Timeout:  cfg.CheckTimeout,
@@ -126,6 +138,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			checkMetrics{m: m, log: log, failMode: cfg.FailMode},
 			ready,
 			httplimit.Hooks{Decision: view.Decision},
+			traffic.Collector(),
 		},
 	}
 	if envoy != nil {
@@ -142,6 +155,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		metrics:  m,
 		instance: instance,
 		live:     view,
+		overview: traffic,
 		ready:    ready,
 		viewers:  newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),
 	}
@@ -175,6 +189,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	liveDone := make(chan struct{})
 	go func() { a.live.Run(); close(liveDone) }()
+	overviewCtx, stopOverview := context.WithCancel(context.Background())
+	overviewDone := make(chan struct{})
+	go func() { traffic.Run(overviewCtx); close(overviewDone) }()
 	// Either server failing stops the whole app, the other one gracefully.
 	serveErr := make(chan error, 2)
 	go func() {
@@ -202,6 +219,8 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// Viewers get a 1001 close; in-flight checks finish; then the live loops stop.
 	a.live.Shutdown(sctx)
 	<-liveDone
+	stopOverview()
+	<-overviewDone
 	// HTTP and gRPC stop together, under one deadline: calls in flight on
 	// either finish, unless the deadline passes first.
 	envoyDone := make(chan struct{})

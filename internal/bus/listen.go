@@ -28,6 +28,11 @@ type ListenHooks struct {
 // arrives for a while) and starts over with a fresh connection whenever it
 // fails, so it survives Redis restarts and pauses.
 func Listen(ctx context.Context, rdb Client, handle func(payload []byte), h ListenHooks) {
+	ListenOn(ctx, rdb, Channel(rdb), handle, h)
+}
+
+// ListenOn is Listen on another channel.
+func ListenOn(ctx context.Context, rdb Client, channel string, handle func(payload []byte), h ListenHooks) {
 	failed := false
 	for ctx.Err() == nil {
 		if failed {
@@ -41,14 +46,14 @@ func Listen(ctx context.Context, rdb Client, handle func(payload []byte), h List
 			}
 		}
 		failed = true
-		if err := receiveUntilError(ctx, rdb, handle); err != nil && ctx.Err() == nil && h.Interrupted != nil {
+		if err := receiveUntilError(ctx, rdb, channel, handle); err != nil && ctx.Err() == nil && h.Interrupted != nil {
 			h.Interrupted(err)
 		}
 	}
 }
 
-func receiveUntilError(ctx context.Context, rdb Client, handle func([]byte)) error {
-	ps := rdb.Subscribe(ctx, Channel(rdb))
+func receiveUntilError(ctx context.Context, rdb Client, channel string, handle func([]byte)) error {
+	ps := rdb.Subscribe(ctx, channel)
 	defer ps.Close()
 	// A blocked receive does not watch ctx; closing the subscription ends it.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })

@@ -80,6 +80,7 @@ const (
 	kindViewers
 	kindSnapshot
 	kindStatus
+	kindOverview
 )
 
 // View is the live view of one server process.
