@@ -43,8 +43,9 @@ type algorithm interface {
 	// prepare builds the script call that decides one request of cost >= 1
 	// for a valid key, so several can share one round trip (AllowEach).
 	prepare(key string, p Policy, cost int) prepared
-	// window describes the state without consuming anything.
-	window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error)
+	// look builds the script call that describes the state of a valid key
+	// without consuming anything, so many can share one round trip (Windows).
+	look(key string, p Policy) lookup
 }
 
 // algorithmOf returns p's algorithm; an unknown name (a Policy built by hand)
@@ -93,6 +94,15 @@ func knownAlgorithm(name string) bool { return slices.Contains(Algorithms, name)
 
 // prepared is one decision script call, ready to send, and how to read its
 // reply into a Decision (and, when denied, each rule's wait for cost 1).
+// lookup is one window's read: a single-key script call and how to turn its
+// reply into the Window.
+type lookup struct {
+	script *redis.Script
+	key    string
+	args   []any
+	read   func(reply any) (Window, error)
+}
+
 type prepared struct {
 	script *redis.Script
 	key    string
