@@ -32,7 +32,7 @@ const (
 	KindRace     = "race"       // Msg is a race message
 	KindLab      = "lab"        // Msg is a lab message: one lab request under every algorithm
 	KindLabReset = "labReset"   // Msg is a lab's reset message
-	KindPresence = "presence"   // Viewers holds the sender's viewer counts
+	KindPresence = "presence"   // Viewers is the sender's viewer count of the window Topic names
 )
 
 // Envelope carries one event between instances. A PUBLISH payload is one
@@ -42,9 +42,10 @@ type Envelope struct {
 	Kind   string          `json:"k"`           // one of the kinds above
 	Topic  string          `json:"t,omitempty"` // the window (Window.Topic), for events
 	Msg    json.RawMessage `json:"m,omitempty"` // the viewer message, as viewers get it
-	// Viewers maps windows (Window.Topic) to the sender's viewer count
-	// (presence); a window it no longer lists has none of its viewers.
-	Viewers map[string]int `json:"v,omitempty"`
+	// Viewers is, in a presence envelope, the sender's viewer count of the
+	// window Topic names (absent: 0, its viewers left). Every window has
+	// envelopes of its own, never one listing them all (Presence).
+	Viewers int `json:"n,omitempty"`
 }
 
 // Encode returns e as JSON, ready for AppendBatch.

@@ -12,8 +12,8 @@ func TestPublisherDropsWhenFull(t *testing.T) {
 	p := NewPublisher(nil, "svc", WithQueueSize(2))
 	w := Window{Key: "alice", Policy: "demo"}
 	p.receive(AppendBatch(nil, [][]byte{
-		Envelope{Origin: "svc", Kind: KindPresence, Viewers: map[string]int{"demo|bob": 1}}.Encode(), // its own: ignored
-		Envelope{Origin: "srv", Kind: KindPresence, Viewers: map[string]int{w.Topic(): 1}}.Encode(),
+		Envelope{Origin: "svc", Kind: KindPresence, Topic: "demo|bob", Viewers: 1}.Encode(), // its own: ignored
+		Envelope{Origin: "srv", Kind: KindPresence, Topic: w.Topic(), Viewers: 1}.Encode(),
 	}))
 	rules := []limiter.RuleState{{Limit: 5, WindowMs: 10000, Count: 1, Remaining: 4, OldestMs: 1}}
 	for range 5 {

@@ -68,7 +68,10 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	t.Cleanup(p.Close)
 	watched := livebus.Window{Key: "alice", Policy: "demo"}
 	unwatched := livebus.Window{Key: "bob", Policy: "demo"}
-	presence := livebus.Envelope{Origin: "srv-a", Kind: livebus.KindPresence, Viewers: map[string]int{watched.Topic(): 1, unwatched.Topic(): 0}}
+	presence := livebus.AppendBatch(nil, [][]byte{
+		livebus.Envelope{Origin: "srv-a", Kind: livebus.KindPresence, Topic: watched.Topic(), Viewers: 1}.Encode(),
+		livebus.Envelope{Origin: "srv-a", Kind: livebus.KindPresence, Topic: unwatched.Topic()}.Encode(),
+	})
 
 	var got []livebus.Envelope // every decision envelope seen
 	take := func(until func(livebus.Envelope) bool, wait time.Duration) bool {
@@ -92,7 +95,7 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	// announce it until a probe gets through.
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
-		if err := rdb.Publish(context.Background(), livebus.Channel, presence.Encode()).Err(); err != nil {
+		if err := rdb.Publish(context.Background(), livebus.Channel, presence).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p.Decision(decision(unwatched, fmt.Sprint("u", i)))

@@ -54,13 +54,12 @@ func (v *View) receive(payload []byte) {
 	if err != nil {
 		return
 	}
+	v.remotePresence(envs)
 	for _, e := range envs {
 		if e.Origin == v.d.Instance {
 			continue
 		}
 		switch e.Kind {
-		case kindPresence:
-			v.remotePresence(e.Origin, e.Viewers)
 		case kindDecision, kindReset, kindRace, kindLab, kindLabReset:
 			w := livebus.ParseTopic(e.Topic)
 			if v.hub.Count(w) > 0 {
