@@ -32,7 +32,7 @@ func (l *Limiter) AllowEach(ctx context.Context, key string, ps []Policy, cost i
 		if cost < 1 || cost > p.SmallestLimit() {
 			return nil, ErrInvalidCost
 		}
-		calls[i] = algorithmOf(p).prepare(key, p, cost)
+		calls[i] = algorithmOf(p).prepare(key, p, cost, false)
 		if seen[calls[i].key] {
 			return nil, ErrSharedKeys
 		}

@@ -41,6 +41,9 @@ type Limiter struct {
 	rdb   rediser
 	batch *batcher   // nil: one round trip per check
 	cache *denyCache // nil: no local deny cache
+	// replicas must hold an allowed decision before it is answered
+	// (WithDurableReplicas); 0: none.
+	replicas int
 	// running is set while Run follows resets.
 	running atomic.Bool
 }
@@ -56,6 +59,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	WithDenyCache(DefaultDenyCacheSize)(l)
 	for _, o := range opts {
 		o(l)
+	}
+	if l.batch != nil {
+		l.batch.replicas = l.replicas
 	}
 	return l
 }
@@ -111,6 +117,9 @@ type Decision struct {
 	// caller lets the request through. Allowed stays what enforcing would
 	// have decided, so !Allowed is a would-deny with its RetryAfterMs.
 	Shadow bool
+	// Peek marks the answer to Peek: what Allow would have decided, with
+	// nothing recorded (no ID; counts without the request's cost).
+	Peek bool
 	// Cached marks a denial answered by the local deny cache, with no Redis
 	// round trip: Allowed is false and RetryAfterMs is exact, counted from
 	// when the denial it repeats was sent to Redis, so it is never longer
@@ -187,7 +196,7 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
-	if cost < 1 || cost > p.SmallestLimit() {
+	if !p.costFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}
 	k := cacheKey{key: key, policy: p.Name}
@@ -208,7 +217,7 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	d, retry1, err := algorithmOf(p).allow(ctx, l, key, p, cost)
+	d, retry1, err := algorithmOf(p).allow(ctx, l, key, p, cost, false)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -223,6 +232,11 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 func (l *Limiter) eval(ctx context.Context, s *redis.Script, key string, args []any) ([]int64, error) {
 	if l.batch != nil {
 		return l.batch.run(ctx, s, key, args)
+	}
+	if l.replicas > 0 { // WAIT needs the script's connection: a pipeline of one
+		c := &call{ctx: ctx, script: s, key: key, args: args, done: make(chan struct{})}
+		(&batcher{rdb: l.rdb, replicas: l.replicas}).sendCalls(ctx, []*call{c})
+		return c.res, c.err
 	}
 	return s.Run(ctx, l.rdb, []string{key}, args...).Int64Slice()
 }

@@ -56,6 +56,27 @@ type Policy struct {
 	// callers answer allow anyway (SPEC §9). The limiter itself decides a
 	// shadow policy exactly like any other.
 	Shadow bool
+	// CountDenied counts every request's cost, allowed or not, as
+	// envoyproxy/ratelimit's counters do (an INCRBY whatever the answer): a
+	// window's count may pass its limit, and a request is allowed iff the
+	// count with it is at most the limit. Such a policy takes any cost from
+	// 1 to MaxCountedCost. Only Fixed counts this way; ParsePolicy never sets
+	// it, and the other algorithms ignore it.
+	CountDenied bool `json:",omitempty"`
+}
+
+// MaxCountedCost bounds the cost of one request under CountDenied, as
+// envoyproxy/ratelimit's hits are counted in whole numbers Lua keeps exact.
+const MaxCountedCost = 1<<32 - 1
+
+// costFits reports whether cost is one p takes: 1 to its smallest limit (a
+// larger cost could never pass), or under CountDenied any cost up to
+// MaxCountedCost (a larger one is counted and denied).
+func (p Policy) costFits(cost int) bool {
+	if p.CountDenied && p.AlgorithmName() == Fixed {
+		return cost >= 1 && cost <= MaxCountedCost
+	}
+	return cost >= 1 && cost <= p.SmallestLimit()
 }
 
 // AlgorithmName is p.Algorithm with the default filled in: Log.
@@ -90,7 +111,7 @@ func (p Policy) SmallestLimit() int {
 func (p Policy) String() string {
 	parts := make([]string, len(p.Rules))
 	for i, r := range p.Rules {
-		parts[i] = fmt.Sprintf("%d/%s", r.Limit, r.Window)
+		parts[i] = fmt.Sprintf("%d/%s", r.Limit, WindowString(r.Window))
 	}
 	s := p.Name + "=" + strings.Join(parts, ",")
 	if a := p.AlgorithmName(); a != Log {
@@ -100,6 +121,21 @@ func (p Policy) String() string {
 		s += shadowSuffix
 	}
 	return s
+}
+
+// WindowString writes a window in its largest whole unit, as a policy is
+// written: 1m, not 1m0s; 90s; 24h. A window of a fraction of a second (the
+// lab's) keeps Go's form.
+func WindowString(w time.Duration) string {
+	switch {
+	case w%time.Second != 0 || w <= 0:
+		return w.String()
+	case w%time.Hour == 0:
+		return fmt.Sprintf("%dh", w/time.Hour)
+	case w%time.Minute == 0:
+		return fmt.Sprintf("%dm", w/time.Minute)
+	}
+	return fmt.Sprintf("%ds", w/time.Second)
 }
 
 var policyName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)

@@ -24,6 +24,7 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/readiness"
 )
 
 // Server timeouts: slow or idle clients must not pin connections. A request's
@@ -45,16 +46,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(args) > 1 && args[1] == "healthcheck" {
-		return healthcheck(ctx, args[2:], getenv)
+		return healthcheck(ctx, args[2:], getenv, stdout)
 	}
 	cfg, err := parseConfig(args[1:], getenv, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return nil
-	}
-	if err != nil {
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, readBuild())
+		return nil
+	case err != nil:
 		return err
 	}
-	log := newLogger(cfg.LogFormat, stdout)
+	log := newLogger(cfg.LogFormat, cfg.LogLevel, stdout)
 	if soft, hard, err := raiseOpenFiles(); err != nil {
 		log.Warn("open files limit not raised", "soft", soft, "hard", hard, "err", err)
 	} else {
@@ -72,7 +76,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer closeRedis()
 
-	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize))
+	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize), limiter.WithDurableReplicas(cfg.DurableReplicas))
 	m.countLocalDenials(lim)
 	store.onChange = lim.Forget
 	// The deny cache serves only while it follows resets from every instance.
@@ -85,15 +89,21 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
 	}
 	ln = limitConns(ln, cfg.MaxConnsPerClient, func() httplimit.TrustedProxies { return store.load().trusted }, m.connsRefused)
-	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log)
+	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log, newGRPCMetrics(m).options()...)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	var redisStatus func(up bool)
+	// Readiness hears of every check and tells gRPC health and the metrics.
+	ready := readiness.New(rdb, log)
+	ready.OnChange(func(s readiness.State) { m.redisStatus(s.Ready()) })
 	if envoy != nil {
-		redisStatus = envoy.redisStatus
+		ready.OnChange(envoy.redisStatus)
 	}
+	readyCtx, stopReady := context.WithCancel(context.Background())
+	readyDone := make(chan struct{})
+	go func() { ready.Run(readyCtx); close(readyDone) }()
+	defer func() { stopReady(); <-readyDone }()
 	instance := uuid.NewString()[:8]
 	// The live view comes first: every entry point's checks report to it.
 	view := live.New(live.Deps{
@@ -103,7 +113,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Instance:     instance,
 		TickInterval: cfg.TickInterval,
 		CheckTimeout: cfg.CheckTimeout,
-		RedisStatus:  redisStatus,
 		Log:          log,
 		Metrics:      m.live(),
 	})
@@ -113,6 +122,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		FailMode: cfg.FailMode,
 		Observers: []httplimit.Observer{
 			checkMetrics{m: m, log: log, failMode: cfg.FailMode},
+			ready,
 			httplimit.Hooks{Decision: view.Decision},
 		},
 	}
@@ -130,6 +140,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		metrics:  m,
 		instance: instance,
 		live:     view,
+		ready:    ready,
 		viewers:  newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),
 	}
 	e := newEcho(a)
@@ -153,7 +164,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		policies[i] = p.Policy.Policy.String()
 	}
 	log.Info("ratescope listening", "addr", ln.Addr().String(), "url", "http://"+displayAddr(ln.Addr()),
-		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
+		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(), "durable_replicas", cfg.DurableReplicas,
 		"policies", strings.Join(policies, ";"), "config", cfg.ConfigFile, "version", set.version,
 		"routes", len(set.routes), "trusted_proxies", strings.Join(set.trusted.Strings(), ","))
 	if envoy != nil {
@@ -210,11 +221,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return nil
 }
 
-func newLogger(format string, w io.Writer) *slog.Logger {
+func newLogger(format string, level slog.Level, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // displayAddr turns a wildcard listen address into one a browser can open.
@@ -230,6 +242,8 @@ func newEcho(a *app) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(a.log)
+	traffic := &httpMetrics{m: a.metrics}
+	e.Use(traffic.middleware) // outermost: it counts the status the client got
 	e.Use(middleware.Recover())
 	e.Use(securityHeaders)
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
@@ -260,6 +274,7 @@ func newEcho(a *app) *echo.Echo {
 		},
 	}))
 	routes(e, a)
+	traffic.prepare(e.Routes())
 	return e
 }
 
@@ -297,15 +312,23 @@ var hardening = []struct {
 
 // healthcheck probes /healthz of a server on this machine: the compose
 // healthcheck of the distroless image, which has no shell or curl.
-func healthcheck(ctx context.Context, args []string, getenv func(string) string) error {
+func healthcheck(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	addr := getenv("RATESCOPE_ADDR")
 	if addr == "" {
 		addr = defaultAddr
 	}
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.StringVar(&addr, "addr", addr, "the server's listen address")
+	fs := flag.NewFlagSet("ratescope healthcheck", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // an error is returned, and printed once by main
+	fs.Usage = func() {}
+	fs.StringVar(&addr, "addr", addr, "the server's listen address (RATESCOPE_ADDR)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "Usage: ratescope healthcheck [--addr A]\n\nExits 0 when GET /healthz of the server on this machine answers 200 within 3 s.\n\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil
+		}
+		return fmt.Errorf("healthcheck: %w", err)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

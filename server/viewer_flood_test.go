@@ -19,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/internal/apptest"
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/internal/redistest"
-	"github.com/ratescope/ratescope/livebus"
 )
 
 // TestViewerFlood: floodViewers viewers, each on a window of its own, 64 from
@@ -288,13 +288,13 @@ func watchBus(t *testing.T, url string) *busWatch {
 	b := &busWatch{windows: map[string]bool{}}
 	go func() {
 		for m := range ps.Channel(redis.WithChannelSize(1 << 16)) {
-			envs, err := livebus.Decode([]byte(m.Payload))
+			envs, err := bus.Decode([]byte(m.Payload))
 			if err != nil {
 				continue
 			}
 			b.mu.Lock()
 			for _, e := range envs {
-				if e.Kind != livebus.KindPresence {
+				if e.Kind != bus.KindPresence {
 					continue
 				}
 				b.largest = max(b.largest, len(m.Payload))

@@ -20,19 +20,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/livebus"
 	"github.com/ratescope/ratescope/server/live/hub"
 )
 
 // Window names one watched log: a client key under a policy. It is the hub's topic
 // inside the process; only on the Redis wire does it become "policy|key".
-type Window = livebus.Window
+type Window = bus.Window
 
 // rediser is what the live view needs of Redis, so a Client, a ClusterClient or a
 // Ring all fit.
 type rediser interface {
-	livebus.Client // Publish and Subscribe
+	bus.Client // Publish and Subscribe
 	Time(ctx context.Context) *redis.TimeCmd
 }
 
@@ -52,12 +52,8 @@ type Deps struct {
 	// and the periodic snapshots' batches, which may take a second: one late
 	// answer from a busy Redis is not an outage.
 	CheckTimeout time.Duration
-	// RedisStatus, when set, hears each change of Redis's state as the clock
-	// ticks find it (it starts up), so other parts of the server (the gRPC
-	// health service) follow Redis without polling it a second time.
-	RedisStatus func(up bool)
-	Log         *slog.Logger
-	Metrics     Metrics
+	Log          *slog.Logger
+	Metrics      Metrics
 }
 
 // Metrics are the figures the live view keeps; nil fields are not kept.
@@ -105,7 +101,7 @@ type View struct {
 	// failed to read Redis, so ticks must not rely on them.
 	snapshotsFailing atomic.Bool
 	presence         presence
-	outbox           *livebus.Outbox // envelopes for other instances
+	outbox           *bus.Outbox // envelopes for other instances
 
 	// order makes this instance's viewers and the other instances see its events
 	// in one order: publishing to the hub and queueing for Redis happen together.
@@ -125,7 +121,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: livebus.NewOutbox(livebus.DefaultQueueSize)}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: bus.NewOutbox(bus.DefaultQueueSize)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()

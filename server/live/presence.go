@@ -5,23 +5,23 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratescope/ratescope/livebus"
+	"github.com/ratescope/ratescope/internal/bus"
 )
 
 // Viewer counts across instances (SPEC §4): every instance announces each
-// watched window's count in an envelope of its own (livebus.Presence), when it
+// watched window's count in an envelope of its own (bus.Presence), when it
 // changes and again every presenceEvery, spread over the second by the
-// window's phase; counts not renewed within livebus.PresenceTTL are forgotten,
+// window's phase; counts not renewed within bus.PresenceTTL are forgotten,
 // so the total stays right when an instance dies. No message lists every
 // window: a round sends at most presenceRound envelopes, in PUBLISH batches of
 // the outbox's size.
 const (
-	presenceEvery = livebus.PresenceEvery
+	presenceEvery = bus.PresenceEvery
 	presenceRound = 512
 )
 
 type presence struct {
-	remote *livebus.Presence // other instances' counts
+	remote *bus.Presence // other instances' counts
 
 	mu   sync.Mutex
 	last map[Window]int      // the total last announced to local viewers
@@ -31,7 +31,7 @@ type presence struct {
 
 func newPresence() presence {
 	return presence{
-		remote: livebus.NewPresence(),
+		remote: bus.NewPresence(),
 		last:   map[Window]int{},
 		due:    map[Window]struct{}{},
 		own:    map[Window]struct{}{},
@@ -51,7 +51,7 @@ func (v *View) localViewersChanged(w Window, _ int) {
 }
 
 // remotePresence records other instances' counts from a payload's envelopes.
-func (v *View) remotePresence(envs []livebus.Envelope) {
+func (v *View) remotePresence(envs []bus.Envelope) {
 	changed := v.presence.remote.Record(envs, v.d.Instance)
 	if len(changed) == 0 {
 		return
@@ -147,7 +147,7 @@ func (v *View) sendPresence(now time.Time, own map[Window]struct{}, renewed map[
 		} else {
 			delete(renewed, w)
 		}
-		v.send(livebus.Envelope{Origin: v.d.Instance, Kind: kindPresence, Topic: w.Topic(), Viewers: n}.Encode())
+		v.send(bus.Envelope{Origin: v.d.Instance, Kind: bus.KindPresence, Topic: w.Topic(), Viewers: n}.Encode())
 		return true
 	}
 	for w := range own {
