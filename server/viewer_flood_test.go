@@ -49,8 +49,9 @@ func TestViewerFlood(t *testing.T) {
 	t.Logf("%d viewers connected in %v", floodViewers, time.Since(start))
 
 	obs := watch(t, app, "policy=demo&key="+newKey(), nil) // from 127.0.0.1, which holds none
+	stalled := watchStalls(t)
 	lastSnap := time.Now()
-	var worstSnap, worstTick time.Duration
+	var worstSnap, worstJudged, worstTick time.Duration
 	lastTick := time.Now()
 	snaps := 0
 	deadline := time.After(observe)
@@ -69,6 +70,7 @@ watching:
 				}
 			case "snapshot":
 				worstSnap = max(worstSnap, now.Sub(lastSnap))
+				worstJudged = max(worstJudged, now.Sub(lastSnap)-stalled.within(lastSnap, now))
 				lastSnap = now
 				snaps++
 			case "tick":
@@ -80,9 +82,11 @@ watching:
 		}
 	}
 	worstSnap = max(worstSnap, time.Since(lastSnap))
-	t.Logf("observer: %d snapshots in %v, at most %v apart; ticks at most %v apart", snaps, observe, worstSnap, worstTick)
-	if worstSnap > maxGap {
-		t.Errorf("snapshots up to %v apart, want at most %v", worstSnap, maxGap)
+	worstJudged = max(worstJudged, time.Since(lastSnap)-stalled.within(lastSnap, time.Now()))
+	t.Logf("observer: %d snapshots in %v, at most %v apart (%v less the times this process could not run); ticks at most %v apart",
+		snaps, observe, worstSnap, worstJudged, worstTick)
+	if worstJudged > maxGap {
+		t.Errorf("snapshots up to %v apart, want at most %v", worstJudged, maxGap)
 	}
 
 	refused(t, app, "/ws?policy=demo&key="+newKey(), "", "--max-viewers")
@@ -314,4 +318,67 @@ func (b *busWatch) stats() (windows, largest, listing int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.windows), b.largest, b.listing
+}
+
+// stallLog records when this process could not run for more than
+// stallAtLeast: on a machine too busy to schedule the test, what it reads
+// arrives late by as much, and a gap it measures is longer than the server
+// made it. Only those spans are discounted; a server that is slow on its own
+// still fails.
+type stallLog struct {
+	mu    sync.Mutex
+	spans [][2]time.Time
+}
+
+const stallAtLeast = 50 * time.Millisecond
+
+func watchStalls(t *testing.T) *stallLog {
+	s := &stallLog{}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		const nap = 5 * time.Millisecond
+		for {
+			before := time.Now()
+			select {
+			case <-done:
+				return
+			case <-time.After(nap):
+			}
+			if now := time.Now(); now.Sub(before)-nap > stallAtLeast {
+				s.mu.Lock()
+				s.spans = append(s.spans, [2]time.Time{before.Add(nap), now})
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+// within is how long, between a and b, this process could not run.
+func (s *stallLog) within(a, b time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var d time.Duration
+	for _, sp := range s.spans {
+		from, to := later(sp[0], a), earlier(sp[1], b)
+		if to.After(from) {
+			d += to.Sub(from)
+		}
+	}
+	return d
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -101,7 +101,8 @@ type View struct {
 	// failed to read Redis, so ticks must not rely on them.
 	snapshotsFailing atomic.Bool
 	presence         presence
-	outbox           *bus.Outbox // envelopes for other instances
+	outbox           *bus.Outbox // events for other instances
+	presenceOut      *bus.Outbox // viewer counts for other instances
 
 	// order makes this instance's viewers and the other instances see its events
 	// in one order: publishing to the hub and queueing for Redis happen together.
@@ -121,7 +122,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: bus.NewOutbox(bus.DefaultQueueSize)}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: bus.NewOutbox(bus.DefaultQueueSize), presenceOut: bus.NewOutbox(2 * presenceRound)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()

@@ -13,8 +13,7 @@ import (
 // changes and again every presenceEvery, spread over the second by the
 // window's phase; counts not renewed within bus.PresenceTTL are forgotten,
 // so the total stays right when an instance dies. No message lists every
-// window: a round sends at most presenceRound envelopes, in PUBLISH batches of
-// the outbox's size.
+// window: a round sends at most presenceRound envelopes, several to a PUBLISH.
 const (
 	presenceEvery = bus.PresenceEvery
 	presenceRound = 512
@@ -123,14 +122,14 @@ func (v *View) presenceLoop(ctx context.Context) {
 		for _, w := range sweep { // let expired instances fall out
 			v.announceViewers(w, false)
 		}
-		v.sendPresence(now, own, renewed)
+		v.announcePresence(now, own, renewed)
 	}
 }
 
-// sendPresence tells other instances this one's count of each window in own
+// announcePresence tells other instances this one's count of each window in own
 // (changed) and renews those due, one envelope per window, at most
 // presenceRound a round; the rest wait for the next round.
-func (v *View) sendPresence(now time.Time, own map[Window]struct{}, renewed map[Window]time.Time) {
+func (v *View) announcePresence(now time.Time, own map[Window]struct{}, renewed map[Window]time.Time) {
 	sent := 0
 	tell := func(w Window) bool {
 		if sent == presenceRound {
@@ -147,7 +146,7 @@ func (v *View) sendPresence(now time.Time, own map[Window]struct{}, renewed map[
 		} else {
 			delete(renewed, w)
 		}
-		v.send(bus.Envelope{Origin: v.d.Instance, Kind: bus.KindPresence, Topic: w.Topic(), Viewers: n}.Encode())
+		v.sendPresence(bus.Envelope{Origin: v.d.Instance, Kind: bus.KindPresence, Topic: w.Topic(), Viewers: n}.Encode())
 		return true
 	}
 	for w := range own {
