@@ -96,16 +96,16 @@ func TestWindowsReadsManyAsWindowDoes(t *testing.T) {
 // clearMoment zeroes what changes between two reads a few milliseconds apart
 // however nothing happened: refills, weights, a TAT that never lags now.
 func clearMoment(r *limiter.RuleState) {
-	switch {
-	case r.Counter != nil:
-		c := *r.Counter
-		c.Estimate = 0
-		r.Counter = &c
-	case r.GCRA != nil:
-		r.GCRA = &limiter.GCRAState{}
-	case r.Bucket != nil:
-		b := *r.Bucket
+	switch st := r.State.(type) {
+	case *limiter.CounterState:
+		c := *st
+		c.Weight, c.Estimate = 0, 0
+		r.State = &c
+	case *limiter.GCRAState:
+		r.State = &limiter.GCRAState{}
+	case *limiter.BucketState:
+		b := *st
 		b.Tokens, b.LastRefillMs = 0, 0 // an empty bucket was last full now
-		r.Bucket = &b
+		r.State = &b
 	}
 }
