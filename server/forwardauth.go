@@ -58,9 +58,10 @@ func matchRoute(routes []route, o original) *route {
 	return nil
 }
 
-// routeKey joins the route's key sources' values with +. Each value outside
-// the key alphabet or over 64 bytes is hashed (httplimit.KeyValue); a source
-// the request lacks is reported as missing.
+// routeKey joins the route's key sources' values with + through
+// httplimit.JoinKey, which hashes each value outside [A-Za-z0-9._@/=-] or
+// over 64 bytes, so two different lists of values never share a window; a
+// source the request lacks is reported as missing.
 func routeKey(rt *route, r *http.Request, o original, trusted httplimit.TrustedProxies) (string, *httplimit.MissingKeyError, error) {
 	parts := make([]string, 0, len(rt.key))
 	for _, k := range rt.key {
@@ -71,8 +72,7 @@ func routeKey(rt *route, r *http.Request, o original, trusted httplimit.TrustedP
 			if err != nil {
 				return "", nil, err
 			}
-			parts = append(parts, ip)
-			continue
+			v = ip
 		case "header":
 			v = strings.TrimSpace(r.Header.Get(k.header))
 			if v == "" {
@@ -86,7 +86,7 @@ func routeKey(rt *route, r *http.Request, o original, trusted httplimit.TrustedP
 		if v == "" {
 			return "", &httplimit.MissingKeyError{Source: k.String(), Detail: "the original request has no " + k.kind}, nil
 		}
-		parts = append(parts, httplimit.KeyValue(v))
+		parts = append(parts, v)
 	}
-	return httplimit.JoinKey(parts...), nil, nil
+	return httplimit.JoinKey(httplimit.JoinPlus, parts...), nil, nil
 }

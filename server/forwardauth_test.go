@@ -174,6 +174,42 @@ func TestForwardAuthRoutes(t *testing.T) {
 	}
 }
 
+// TestForwardAuthKeysInjective: with header:X-A+header:X-B, the values
+// (alice+x, y) and (alice, x+y) are two windows, as are (a:b) and (a, b) of
+// routes sharing a policy.
+func TestForwardAuthKeysInjective(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+policies:
+  - {name: pair, rules: ["1/1m"]}
+routes:
+  - match: {pathPrefix: /two}
+    policy: pair
+    key: header:X-A+header:X-B
+  - match: {pathPrefix: /one}
+    policy: pair
+    key: header:X-A
+`))
+	two := func(a, b string) response {
+		t.Helper()
+		return fa(t, app, "/forward-auth/two", "X-A", a, "X-B", b)
+	}
+	if r := two("alice+x", "y"); r.status != 200 {
+		t.Fatalf("(alice+x, y): %d %s", r.status, r.raw)
+	}
+	if r := two("alice", "x+y"); r.status != 200 {
+		t.Fatalf("(alice, x+y) shares the window of (alice+x, y): %d %s", r.status, r.raw)
+	}
+	if r := two("alice", "x+y"); r.status != 429 || r.body["key"] != "alice+sha256:cb4c3af716b8b9310afb0276c0c84d2c" {
+		t.Fatalf("(alice, x+y) again: %d %s", r.status, r.raw)
+	}
+	if r := two("a", "b"); r.status != 200 {
+		t.Fatalf("(a, b): %d %s", r.status, r.raw)
+	}
+	if r := fa(t, app, "/forward-auth/one", "X-A", "a+b"); r.status != 200 {
+		t.Fatalf("(a+b) on the one-header route shares the window of (a, b): %d %s", r.status, r.raw)
+	}
+}
+
 // TestForwardAuthBehindTrustedProxies: only trusted peers may ask; the
 // client is the rightmost untrusted X-Forwarded-For hop; unmatched requests
 // may be denied; decisions stream to viewers like any check.
@@ -211,7 +247,8 @@ routes:
 	if r := xff("2001:db8:1:2::99, 127.0.0.9"); r.status != 200 {
 		t.Fatalf("IPv6 client: %d %s", r.status, r.raw)
 	}
-	if r := xff("[2001:db8:1:2:ffff::1]:5555"); r.status != 429 || r.body["key"] != "2001:db8:1:2::/64" {
+	// The /64 in CIDR form holds ":", outside the joined key's alphabet: hashed.
+	if r := xff("[2001:db8:1:2:ffff::1]:5555"); r.status != 429 || r.body["key"] != "sha256:7437dddbc0275bcfe536fa291fb82060" {
 		t.Fatalf("IPv6 client of the same /64: %d %s", r.status, r.raw)
 	}
 	if r := fa(t, app, "/forward-auth/elsewhere"); r.status != 403 || r.header.Get("Content-Type") != "application/problem+json" {

@@ -33,6 +33,7 @@ var testMappings = []rls.Mapping{
 	{Domain: "edge", Keys: []string{"remote_address"}, Policy: "ip"},
 	{Domain: "edge", Keys: []string{"generic_key"}, Policy: "global"},
 	{Domain: "edge", Keys: []string{"user"}, Policy: "burst"},
+	{Domain: "edge", Keys: []string{"tenant", "user"}, Policy: "burst"},
 	{Domain: "edge", Keys: []string{"tenant"}, Policy: "cost"},
 	{Domain: "edge", Keys: []string{"remote_address", "path"}, Policy: "multi"},
 	{Domain: "edge", Keys: []string{"gone"}, Policy: "removed-by-a-reload"},

@@ -298,7 +298,7 @@ func TestKeysFromValues(t *testing.T) {
 	h := serve(t, redistest.URL(t), nil)
 	v := newValue()
 	for _, tc := range []struct{ desc, key string }{
-		{"remote_address=2001:db8::1", "2001:db8::1"},
+		{"remote_address=2001:db8::1", "sha256:5afd19e856d1c18d17d600dfd2b5f534"}, // holds ":"
 		{"remote_address=" + v + ",path=/login", v + ":/login"},
 		{"remote_address=" + v + ",path=/a b", v + ":sha256:73c9c45d21e1dbbab5ec7d874b3972a9"},
 		{"remote_address=" + strings.Repeat("a", 65), "sha256:635361c48bb9eab14198e76ea8ab7f1a"},
@@ -307,6 +307,28 @@ func TestKeysFromValues(t *testing.T) {
 		seen := h.seen()
 		if got := seen[len(seen)-1].Key; got != tc.key {
 			t.Errorf("%s: key %q, want %q", tc.desc, got, tc.key)
+		}
+	}
+}
+
+// TestDescriptorKeysInjective: [tenant=t1, user=u1] and [user="t1:u1"],
+// mapped to one policy, are two windows: the value holding ":" is hashed.
+func TestDescriptorKeysInjective(t *testing.T) {
+	h := serve(t, redistest.URL(t), nil)
+	t1, u1 := newValue(), newValue()
+	h.call(t, request(0, "tenant="+t1+",user="+u1))
+	h.call(t, request(0, "user="+t1+":"+u1))
+	seen := h.seen()
+	a, b := seen[len(seen)-2], seen[len(seen)-1]
+	if a.Policy != "burst" || b.Policy != "burst" || a.Key == b.Key {
+		t.Fatalf("keys %q (%s) and %q (%s), want two keys of burst", a.Key, a.Policy, b.Key, b.Policy)
+	}
+	if a.Key != t1+":"+u1 || !strings.HasPrefix(b.Key, "sha256:") {
+		t.Errorf("keys %q and %q, want %q and a hash", a.Key, b.Key, t1+":"+u1)
+	}
+	for _, k := range []string{a.Key, b.Key} {
+		if n := h.windowCount(t, k, "burst"); n != 1 {
+			t.Errorf("window %q holds %d entries, want 1", k, n)
 		}
 	}
 }
