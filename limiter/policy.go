@@ -19,6 +19,9 @@ const (
 	MinWindow   = time.Second
 	MaxWindow   = 7 * 24 * time.Hour
 	MaxKeyLen   = 128
+	// MaxLogCost bounds the cost of one log check: it adds one entry per
+	// unit of cost in one script, so no caller can hold Redis for long.
+	MaxLogCost = 1000
 )
 
 // MaxLimitOf is the largest limit a rule of the named algorithm may have.
@@ -76,7 +79,16 @@ func (p Policy) Longest() time.Duration {
 	return w
 }
 
-// SmallestLimit bounds the cost of one request: a larger cost could never pass.
+// MaxCost is the largest cost one request may have: the smallest limit (a
+// larger cost could never pass) and, for the log, at most MaxLogCost.
+func (p Policy) MaxCost() int {
+	if p.AlgorithmName() == Log {
+		return min(p.SmallestLimit(), MaxLogCost)
+	}
+	return p.SmallestLimit()
+}
+
+// SmallestLimit is the smallest limit of the policy's rules.
 func (p Policy) SmallestLimit() int {
 	m := MaxLimit
 	for _, r := range p.Rules {

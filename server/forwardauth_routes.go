@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/ratescope/ratescope/limiter"
 )
 
 // route is one forward-auth route of the config file: which original
@@ -108,8 +110,8 @@ func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route
 	}
 	if fr.Cost != nil {
 		r.cost = *fr.Cost
-		if r.cost < 1 || r.cost > p.SmallestLimit() {
-			return route{}, file.fieldErr(path+".cost", "%d: must be from 1 to %d, the smallest limit of policy %q", r.cost, p.SmallestLimit(), p.Name)
+		if r.cost < 1 || r.cost > p.MaxCost() {
+			return route{}, file.fieldErr(path+".cost", "%d: must be from 1 to %d for policy %q (its smallest limit, and at most %d for log)", r.cost, p.MaxCost(), p.Name, limiter.MaxLogCost)
 		}
 	}
 	if fr.DenyStatus != 0 {

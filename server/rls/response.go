@@ -31,19 +31,25 @@ func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *r
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(outs)),
 	}
 	var retryMs int64
+	denied := false
 	for i, o := range outs {
-		if !o.decided {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-			continue
-		}
-		resp.Statuses[i] = descriptorStatus(o.d)
-		if o.d.Denied() {
+		switch {
+		case o.never != nil:
+			resp.Statuses[i] = neverStatus(*o.never)
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			retryMs = max(retryMs, o.d.RetryAfterMs)
+		case !o.decided:
+			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		default:
+			resp.Statuses[i] = descriptorStatus(o.d)
+			if o.d.Denied() {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+				retryMs = max(retryMs, o.d.RetryAfterMs)
+				denied = true
+			}
 		}
 	}
 	resp.ResponseHeadersToAdd = responseHeaders(outs, headers)
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+	if denied { // a cost that can never pass has no time to wait for
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{
 			Key: headerRetryAfter, Value: strconv.FormatInt((retryMs+999)/1000, 10),
 		})
@@ -71,6 +77,24 @@ func descriptorStatus(d limiter.Decision) *rlsv3.RateLimitResponse_DescriptorSta
 		st.LimitRemaining = clampUint32(int64(b.Remaining))
 	}
 	return st
+}
+
+// neverStatus answers a cost that policy p can never allow (above its
+// MaxCost), decided without Redis: OVER_LIMIT under the rule with the
+// smallest limit, nothing remaining for such a cost, and no time after which
+// it would pass (duration_until_reset 0).
+func neverStatus(p limiter.Policy) *rlsv3.RateLimitResponse_DescriptorStatus {
+	var r limiter.Rule
+	for i, c := range p.Rules {
+		if i == 0 || c.Limit < r.Limit {
+			r = c
+		}
+	}
+	return &rlsv3.RateLimitResponse_DescriptorStatus{
+		Code:               rlsv3.RateLimitResponse_OVER_LIMIT,
+		CurrentLimit:       currentLimit(p.Name, len(p.Rules), limiter.RuleState{Limit: r.Limit, WindowMs: r.WindowMs()}),
+		DurationUntilReset: durationpb.New(0),
+	}
 }
 
 // units are Envoy's units a window may be expressed in, largest first.

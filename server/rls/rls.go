@@ -142,12 +142,14 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return respond(outcomes, s.deps.Headers), nil
 }
 
-// outcome is what became of one descriptor: a decision, an error, or
-// neither when it maps to no policy.
+// outcome is what became of one descriptor: a decision, an error, a cost
+// its policy can never allow (never), or none of them when it maps to no
+// policy.
 type outcome struct {
 	decided bool
 	d       limiter.Decision
 	err     error
+	never   *limiter.Policy
 }
 
 // decide runs the mapped checks, concurrently when there are several (the
@@ -157,14 +159,17 @@ type outcome struct {
 func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 	out := make([]outcome, len(checks))
 	mapped := 0
-	for _, c := range checks {
-		if c.mapped() {
+	for i, c := range checks {
+		switch {
+		case c.mapped() && c.never:
+			out[i] = outcome{never: &c.policy}
+		case c.mapped():
 			mapped++
 		}
 	}
 	if mapped <= 1 {
 		for i, c := range checks {
-			if c.mapped() {
+			if c.asks() {
 				out[i] = s.allow(ctx, c)
 			}
 		}
@@ -172,7 +177,7 @@ func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 	}
 	panics := make(chan any, len(checks))
 	for i, c := range checks {
-		if !c.mapped() {
+		if !c.asks() {
 			continue
 		}
 		go func() {

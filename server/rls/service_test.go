@@ -176,6 +176,55 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// TestCostNeverAllowed: a cost the policy can never allow — above its
+// smallest limit, or above 1,000 on a log — is OVER_LIMIT, never an error
+// (Envoy lets a failed call's request through), and nothing is recorded or
+// decided; the request's other descriptors are decided as usual.
+func TestCostNeverAllowed(t *testing.T) {
+	h := serve(t, redistest.URL(t), nil)
+	v := newValue()
+	for _, tc := range []struct {
+		name      string
+		req       *rlsv3.RateLimitRequest
+		st        int    // the never-allowed status
+		limitName string // its current_limit's name
+	}{
+		{"above the smallest limit", request(4, "remote_address="+v), 0, "ip"},
+		{"far out of range", request(1<<32-1, "remote_address="+v), 0, "ip"},
+		{"a descriptor's own cost", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			descriptor("generic_key=" + v), {Entries: descriptor("remote_address=" + v).Entries, HitsAddend: wrapperspb.UInt64(1 << 40)}}}, 1, "ip"},
+		{"above 1,000 on a log", request(1001, "big="+v), 0, "big"},
+		{"above the smaller rule", request(3, "multi="+v), 0, "multi/10"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.seen())
+			resp := h.call(t, tc.req)
+			st := resp.GetStatuses()[tc.st]
+			if resp.GetOverallCode() != overLimit || st.GetCode() != overLimit || st.GetCurrentLimit().GetName() != tc.limitName ||
+				st.GetLimitRemaining() != 0 || st.GetDurationUntilReset().AsDuration() != 0 {
+				t.Fatalf("got %v, want OVER_LIMIT under %s with nothing remaining and no reset", resp, tc.limitName)
+			}
+			for _, hv := range resp.GetResponseHeadersToAdd() {
+				if hv.GetKey() == "Retry-After" {
+					t.Errorf("Retry-After %q for a cost no wait lets pass", hv.GetValue())
+				}
+			}
+			if n := len(h.seen()) - before; n != len(tc.req.GetDescriptors())-1 {
+				t.Errorf("%d decisions, want %d (the other descriptors only)", n, len(tc.req.GetDescriptors())-1)
+			}
+		})
+	}
+	for _, p := range []string{"ip", "big", "multi"} {
+		if n := h.windowCount(t, v, p); n != 0 {
+			t.Errorf("policy %s: the log holds %d entries, want none", p, n)
+		}
+	}
+	// A cost of 1,000 on the log is an ordinary check.
+	if st := h.call(t, request(1000, "big="+v)).GetStatuses()[0]; st.GetCode() != ok || h.windowCount(t, v, "big") != 1000 {
+		t.Fatalf("cost 1000: %v, %d entries", st, h.windowCount(t, v, "big"))
+	}
+}
+
 // TestDurationUntilResetIsExact: a denied descriptor's duration_until_reset
 // is the limiter's exact retry — the oldest entry's score plus the window,
 // minus Redis's clock at the decision (read from the log itself) — and
@@ -274,10 +323,6 @@ func TestMalformedRequests(t *testing.T) {
 		{"no entries", "descriptors[1].entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{valid, {}}}},
 		{"empty key", "descriptors[1].entries[0].key", request(0, "remote_address="+v, "=x")},
 		{"negative hits", "descriptors[0].is_negative_hits", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: valid.Entries, IsNegativeHits: true}}}},
-		{"cost above the smallest limit", "hits_addend", request(4, "remote_address="+v)},
-		{"cost far out of range", "hits_addend", request(1<<32-1, "remote_address="+v)},
-		{"descriptor cost out of range", "descriptors[1].hits_addend", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-			valid, {Entries: valid.Entries, HitsAddend: wrapperspb.UInt64(1 << 40)}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := h.client.ShouldRateLimit(context.Background(), tc.req)

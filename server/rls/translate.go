@@ -24,6 +24,9 @@ type check struct {
 	key    string
 	policy limiter.Policy // zero Name: unmapped
 	cost   int
+	// never marks a cost the policy can never allow (above its MaxCost): the
+	// descriptor is OVER_LIMIT without asking Redis, and nothing is recorded.
+	never bool
 	// orphan names the policy a mapping points at when no such policy is
 	// configured: a reload between reading the mappings and the policies.
 	// The descriptor is treated as unmapped, as the new config says.
@@ -31,6 +34,9 @@ type check struct {
 }
 
 func (c check) mapped() bool { return c.policy.Name != "" }
+
+// asks reports whether the check needs the limiter.
+func (c check) asks() bool { return c.mapped() && !c.never }
 
 // translate turns a request into one check per descriptor, in the request's
 // order, or the first reason it is malformed, naming the field:
@@ -41,8 +47,9 @@ func (c check) mapped() bool { return c.policy.Name != "" }
 //   - the client key is its entries' values in order, joined with ":" by
 //     clientKey;
 //   - the cost is the descriptor's hits_addend when set, else the request's,
-//     and 0 means 1; for a mapped descriptor it must be from 1 to the
-//     policy's smallest limit, as for the HTTP check;
+//     and 0 means 1; a cost above the policy's MaxCost (its smallest limit,
+//     and 1,000 for the log) could never be allowed: the check is marked
+//     never, not an error — Envoy lets a failed call's request through;
 //   - is_negative_hits is refused: a log records requests and cannot take
 //     them back. A descriptor's own limit override is ignored: the policy
 //     decides.
@@ -85,11 +92,8 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 			out[i].orphan = name
 			continue
 		}
-		cost, err := costOf(req, d, i, p)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = check{key: clientKey(values), policy: p, cost: cost}
+		cost := costOf(req, d)
+		out[i] = check{key: clientKey(values), policy: p, cost: int(min(cost, math.MaxInt32)), never: cost > uint64(p.MaxCost())}
 	}
 	return out, nil
 }
@@ -107,20 +111,12 @@ func policyFor(maps []Mapping, domain string, keys []string) (string, bool) {
 
 // costOf reads a mapped descriptor's cost: its own hits_addend when set,
 // else the request's; 0 means 1.
-func costOf(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, i int, p limiter.Policy) (int, error) {
+func costOf(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) uint64 {
 	raw := uint64(req.GetHitsAddend())
-	name := "hits_addend"
 	if h := d.GetHitsAddend(); h != nil {
-		raw, name = h.GetValue(), fmt.Sprintf("descriptors[%d].hits_addend", i)
+		raw = h.GetValue()
 	}
-	if raw == 0 {
-		raw = 1
-	}
-	hi := p.SmallestLimit()
-	if raw > math.MaxInt32 || int(raw) > hi {
-		return 0, fmt.Errorf("%s: %d is out of range for descriptors[%d] (policy %q takes 1 to %d)", name, raw, i, p.Name, hi)
-	}
-	return int(raw), nil
+	return max(raw, 1)
 }
 
 // clientKey joins a descriptor's values with ":" into a key the limiter
