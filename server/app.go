@@ -17,7 +17,7 @@ type app struct {
 	cfg      Config
 	store    *configStore // policies, trusted proxies and routes in force
 	lim      *limiter.Limiter
-	mw       *httplimit.Middleware // every entry point decides through it
+	checker  *httplimit.Checker // every entry point decides through it
 	auth     authorizer
 	rdb      redis.UniversalClient
 	log      *slog.Logger

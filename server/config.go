@@ -17,15 +17,8 @@ import (
 // Defaults that run the demo with no configuration at all.
 const (
 	defaultAddr         = ":8080"
-	defaultCheckTimeout = 150 * time.Millisecond
 	defaultTickInterval = 100 * time.Millisecond
 	minTickInterval     = 10 * time.Millisecond
-)
-
-// Fail modes: what a check answers when Redis can't decide in time.
-const (
-	FailClosed = "closed"
-	FailOpen   = "open"
 )
 
 // Config is everything the server takes from flags and their environment
@@ -38,7 +31,7 @@ type Config struct {
 	// PolicySpecs are the policies given by --policy or RATESCOPE_POLICIES,
 	// as given (validated).
 	PolicySpecs    []string
-	FailMode       string
+	FailMode       httplimit.FailMode
 	CheckTimeout   time.Duration
 	AdminToken     string
 	APIToken       string
@@ -119,8 +112,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.BoolVar(&cfg.RedisCluster, "redis-cluster", envBool("RATESCOPE_REDIS_CLUSTER"), "treat --redis-url as a Redis Cluster (RATESCOPE_REDIS_CLUSTER)")
 	var policies policyFlags
 	fs.Var(&policies, "policy", "NAME=LIMIT/WINDOW[,LIMIT/WINDOW…], repeatable (RATESCOPE_POLICIES, ';'-separated)")
-	fs.StringVar(&cfg.FailMode, "fail-mode", env("RATESCOPE_FAIL_MODE", FailClosed), "closed or open: the answer when Redis fails (RATESCOPE_FAIL_MODE)")
-	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", envDuration("RATESCOPE_CHECK_TIMEOUT", defaultCheckTimeout), "the longest a check waits for Redis (RATESCOPE_CHECK_TIMEOUT)")
+	fs.StringVar((*string)(&cfg.FailMode), "fail-mode", env("RATESCOPE_FAIL_MODE", string(httplimit.FailClosed)), "closed or open: the answer when Redis fails (RATESCOPE_FAIL_MODE)")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", envDuration("RATESCOPE_CHECK_TIMEOUT", httplimit.DefaultTimeout), "the longest a check waits for Redis (RATESCOPE_CHECK_TIMEOUT)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", env("RATESCOPE_ADMIN_TOKEN", ""), "bearer token for resets of non-demo windows (RATESCOPE_ADMIN_TOKEN)")
 	fs.StringVar(&cfg.APIToken, "api-token", env("RATESCOPE_API_TOKEN", ""), "bearer token for non-demo checks, windows and streams (RATESCOPE_API_TOKEN)")
 	origins := fs.String("allowed-origins", env("RATESCOPE_ALLOWED_ORIGINS", ""), "comma-separated extra WebSocket origins (RATESCOPE_ALLOWED_ORIGINS)")
@@ -170,7 +163,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 			cfg.AllowedOrigins = append(cfg.AllowedOrigins, o)
 		}
 	}
-	if cfg.FailMode != FailClosed && cfg.FailMode != FailOpen {
+	if cfg.FailMode != httplimit.FailClosed && cfg.FailMode != httplimit.FailOpen {
 		errs = append(errs, fmt.Errorf("--fail-mode %q: want closed or open", cfg.FailMode))
 	}
 	if cfg.CheckTimeout <= 0 {

@@ -3,18 +3,16 @@ package server
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
-	"net/http"
 	"sync/atomic"
-	"time"
 
-	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/rls"
 )
 
 // envoyService is the Envoy rate limit service of --grpc-addr (SPEC §7): the
-// rls adapter over the app's limiter, served on its own listener beside the
+// rls adapter over the app's Checker, served on its own listener beside the
 // HTTP server and stopped with it.
 type envoyService struct {
 	srv *rls.Server
@@ -32,42 +30,29 @@ type envoyMaps struct {
 	maps []rls.Mapping
 }
 
-// listenEnvoy listens on --grpc-addr and builds the service, or returns nil
-// when the flag is empty. Its checks go through checkHooks, as the HTTP
-// checks do, and read the config in force on every call, so reloads apply.
-func listenEnvoy(a *app) (*envoyService, error) {
-	if a.cfg.GRPCAddr == "" {
+// listenEnvoy listens on addr and starts the gRPC server's health, or
+// returns nil when addr is empty. Health follows Redis from here on
+// (redisStatus); serve registers the service itself.
+func listenEnvoy(addr string, failMode httplimit.FailMode, log *slog.Logger) (*envoyService, error) {
+	if addr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", a.cfg.GRPCAddr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("failed to listen on --grpc-addr %s for the Envoy rate limit service: %w", a.cfg.GRPCAddr, err)
+		return nil, fmt.Errorf("failed to listen on --grpc-addr %s for the Envoy rate limit service: %w", addr, err)
 	}
-	e := &envoyService{ln: ln, failOpen: a.cfg.FailMode == FailOpen}
-	h := checkHooks{a}
-	e.srv = rls.NewServer(rls.New(rls.Deps{
-		Limiter:      a.lim,
-		Policy:       a.store.lookup,
-		Mappings:     func() []rls.Mapping { return e.mappings(a.store.load()) },
-		Headers:      func(d limiter.Decision) (string, string) { return rateLimitHeaders(a.store.load(), d) },
-		OnDecision:   h.decided,
-		CheckTimeout: a.cfg.CheckTimeout,
-		FailOpen:     e.failOpen,
-		Metrics: rls.Metrics{
-			InFlight: func(delta int) {
-				if delta > 0 {
-					h.started()
-				} else {
-					h.finished()
-				}
-			},
-			Duration:   h.took,
-			RedisError: h.failed,
-			FailOpen:   h.failedOpen,
-		},
-		Log: a.log,
+	return &envoyService{srv: rls.NewServer(log), ln: ln, failOpen: failMode == httplimit.FailOpen}, nil
+}
+
+// register adds the service: every call decides through checker, as the
+// HTTP checks do, with the config in force at the call, so reloads apply.
+func (e *envoyService) register(checker *httplimit.Checker, store *configStore, log *slog.Logger) {
+	e.srv.Register(rls.New(rls.Deps{
+		Checker:  checker,
+		Policy:   store.policy,
+		Mappings: func() []rls.Mapping { return e.mappings(store.load()) },
+		Log:      log,
 	}))
-	return e, nil
 }
 
 // redisStatus follows Redis's state as the live view's clock finds it: with
@@ -94,35 +79,4 @@ func (e *envoyService) mappings(set *settings) []rls.Mapping {
 	}
 	e.maps.Store(m)
 	return m.maps
-}
-
-// rateLimitHeaders are d's RateLimit and RateLimit-Policy fields, written as
-// the HTTP check writes them, with the policy prepared in set; a policy that
-// a reload changed while d was being decided is described by d's own rules.
-func rateLimitHeaders(set *settings, d limiter.Decision) (rateLimit, rateLimitPolicy string) {
-	var p *httplimit.Policy
-	if e, ok := set.policy(d.Policy); ok && sameRules(e.Rules, d.Rules) {
-		p = e.Policy
-	} else {
-		rules := make([]limiter.Rule, len(d.Rules))
-		for i, r := range d.Rules {
-			rules[i] = limiter.Rule{Limit: r.Limit, Window: time.Duration(r.WindowMs) * time.Millisecond}
-		}
-		p = httplimit.Prepare(limiter.Policy{Name: d.Policy, Rules: rules})
-	}
-	h := http.Header{}
-	httplimit.SetHeaders(h, p, d)
-	return h.Get("RateLimit"), h.Get("RateLimit-Policy")
-}
-
-func sameRules(rules []limiter.Rule, states []limiter.RuleState) bool {
-	if len(rules) != len(states) {
-		return false
-	}
-	for i, r := range rules {
-		if r.Limit != states[i].Limit || r.WindowMs() != states[i].WindowMs {
-			return false
-		}
-	}
-	return true
 }

@@ -12,8 +12,8 @@ import (
 // handleForwardAuth answers a reverse proxy's "may this request pass?"
 // (SPEC §7): ANY /forward-auth[/<path>]. The first route matching the
 // original request decides its policy, key and cost; the decision is an
-// ordinary check through the same middleware as the check API.
-func handleForwardAuth(store *configStore, mw *httplimit.Middleware) echo.HandlerFunc {
+// ordinary check through the same Checker as the check API.
+func handleForwardAuth(store *configStore, checker *httplimit.Checker) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		set := store.load()
 		r := c.Request()
@@ -41,7 +41,7 @@ func handleForwardAuth(store *configStore, mw *httplimit.Middleware) echo.Handle
 			}
 			return badRequest([]httplimit.FieldError{{Field: missing.Source, Detail: missing.Detail}})
 		}
-		res := mw.Check(c.Response(), r, httplimit.Target{Key: key, Policy: rt.policy.Policy, Cost: rt.cost, DenyStatus: rt.denyStatus})
+		res := checker.CheckHTTP(c.Response(), r, httplimit.Target{Key: key, Policy: rt.policy.Policy, Cost: rt.cost, DenyStatus: rt.denyStatus})
 		if res.Pass {
 			return c.NoContent(http.StatusOK) // allowed (with RateLimit fields) or failed open
 		}

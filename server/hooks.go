@@ -1,35 +1,74 @@
 package server
 
 import (
+	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
-// checkHooks observe every check of every entry point — the HTTP middleware
-// (check API, forward auth) and the Envoy rate limit service — so each check
-// is timed, counted, logged and streamed to viewers the same way whichever
-// door it came in by.
-type checkHooks struct{ a *app }
-
-// started and finished bracket one limiter call: ratescope_checks_in_flight.
-func (h checkHooks) started()  { h.a.metrics.checksActive.Inc() }
-func (h checkHooks) finished() { h.a.metrics.checksActive.Dec() }
-
-// took observes how long one limiter call took, Redis included.
-func (h checkHooks) took(d time.Duration) { h.a.metrics.checkDuration.Observe(d.Seconds()) }
-
-// failed counts and logs a limiter call that Redis failed or timed out.
-func (h checkHooks) failed(policy string, err error) {
-	h.a.metrics.redisErrors.WithLabelValues("check").Inc()
-	h.a.log.Warn("check failed", "policy", policy, "fail_mode", h.a.cfg.FailMode, "err", err)
+// checkMetrics observes every check of every entry point — the check API,
+// forward auth and the Envoy rate limit service all decide through one
+// httplimit.Checker — so each is timed, counted and logged the same way
+// whichever door it came in by. The counts per policy are policyCounters'.
+type checkMetrics struct {
+	m        *metrics
+	log      *slog.Logger
+	failMode httplimit.FailMode
 }
 
-// failedOpen counts a check allowed without a decision (fail mode open).
-func (h checkHooks) failedOpen(policy string) { h.a.metrics.failOpen.WithLabelValues(policy).Inc() }
+// Started: ratescope_checks_in_flight.
+func (o checkMetrics) Started(httplimit.Target) { o.m.checksActive.Inc() }
 
-// decided counts a decision and sends it to the live view.
-func (h checkHooks) decided(d limiter.Decision) {
-	h.a.countDecision(d)
-	h.a.live.Decision(d)
+// Finished times the limiter call, and counts and logs one that Redis failed
+// or timed out.
+func (o checkMetrics) Finished(t httplimit.Target, res httplimit.Result, took time.Duration) {
+	o.m.checksActive.Dec()
+	o.m.checkDuration.Observe(took.Seconds())
+	if res.Err != nil {
+		o.m.redisErrors.WithLabelValues("check").Inc()
+		o.log.Warn("check failed", "policy", t.Policy.Name, "fail_mode", o.failMode, "err", res.Err)
+	}
+}
+
+func (checkMetrics) Decided(limiter.Decision) {}
+
+// policyCounters count one policy's checks, prepared with the policy (one
+// per config) so a check looks nothing up: decisions by outcome — allowed,
+// denied, or shadow_denied for a shadow policy's would-deny (SPEC §9) — and
+// checks allowed because Redis failed and the fail mode is open.
+type policyCounters struct {
+	allowed, denied, shadowDenied prometheus.Counter
+	failOpen                      func() prometheus.Counter // made on the first, as before any
+}
+
+func (m *metrics) policyCounters(policy string) policyCounters {
+	return policyCounters{
+		allowed:      m.decisions.WithLabelValues(policy, "allowed"),
+		denied:       m.decisions.WithLabelValues(policy, "denied"),
+		shadowDenied: m.decisions.WithLabelValues(policy, "shadow_denied"),
+		failOpen:     func() prometheus.Counter { return m.failOpen.WithLabelValues(policy) },
+	}
+}
+
+func (policyCounters) Started(httplimit.Target) {}
+
+func (c policyCounters) Finished(_ httplimit.Target, res httplimit.Result, _ time.Duration) {
+	if res.FailedOpen() {
+		c.failOpen().Inc()
+	}
+}
+
+func (c policyCounters) Decided(d limiter.Decision) {
+	switch {
+	case d.Allowed:
+		c.allowed.Inc()
+	case d.WouldDeny():
+		c.shadowDenied.Inc()
+	default:
+		c.denied.Inc()
+	}
 }

@@ -89,11 +89,11 @@ func newMetrics() *metrics {
 	return m
 }
 
-// countLocalDenials exports the deny cache's answers (SPEC §9), read from the
+// countLocalDenials exports the deny cache's answers, read from the
 // limiter when scraped: the hot path counts them once, in the limiter.
 func (m *metrics) countLocalDenials(lim *limiter.Limiter) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "ratescope_local_denials_total",
-		Help: "Checks denied by the local deny cache without a Redis round trip (SPEC §9).",
+		Help: "Checks denied by the local deny cache without a Redis round trip.",
 	}, func() float64 { return float64(lim.DenyCacheStats().Denials) }))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // reloadDebounce is how long the watcher waits after the last change to the
@@ -63,6 +64,16 @@ func (s *configStore) lookup(name string) (limiter.Policy, bool) {
 		return limiter.Policy{}, false
 	}
 	return p.Policy.Policy, true
+}
+
+// policy finds a policy in force by name, prepared for answers and
+// observed by its counters: what the Envoy service looks policies up with.
+func (s *configStore) policy(name string) (*httplimit.Policy, bool) {
+	p, ok := s.load().policy(name)
+	if !ok {
+		return nil, false
+	}
+	return p.Policy, true
 }
 
 // read builds settings from the flags and the file as it is now.

@@ -8,7 +8,7 @@ import (
 // routes is the whole HTTP surface in one place.
 func routes(e *echo.Echo, a *app) {
 	api := e.Group("/api/v1")
-	api.POST("/check", handleCheck(a.store, a.mw, a.auth))
+	api.POST("/check", handleCheck(a.store, a.checker, a.auth))
 	api.GET("/window", handleWindow(a))
 	api.DELETE("/window", handleReset(a))
 	api.GET("/policies", handlePolicies(a.store))
@@ -16,7 +16,7 @@ func routes(e *echo.Echo, a *app) {
 	api.POST("/lab/check", handleLabCheck(a))
 	api.DELETE("/lab", handleLabReset(a))
 
-	forwardAuth := handleForwardAuth(a.store, a.mw)
+	forwardAuth := handleForwardAuth(a.store, a.checker)
 	e.Any(forwardAuthPrefix, forwardAuth)
 	e.Any(forwardAuthPrefix+"/*", forwardAuth)
 

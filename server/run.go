@@ -22,6 +22,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
 )
 
@@ -63,29 +64,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer closeRedis()
 
-	a := &app{
-		cfg:      cfg,
-		store:    store,
-		lim:      limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize)),
-		auth:     authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
-		rdb:      rdb,
-		log:      log,
-		metrics:  m,
-		instance: uuid.NewString()[:8],
-	}
-	a.metrics.countLocalDenials(a.lim)
-	store.onChange = a.lim.Forget
+	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize))
+	m.countLocalDenials(lim)
+	store.onChange = lim.Forget
 	// The deny cache serves only while it follows resets from every instance.
 	cacheCtx, stopCache := context.WithCancel(context.Background())
 	cacheDone := make(chan struct{})
-	go func() { _ = a.lim.Run(cacheCtx); close(cacheDone) }()
+	go func() { _ = lim.Run(cacheCtx); close(cacheDone) }()
 	defer func() { stopCache(); <-cacheDone }() // before Redis closes
-	a.mw = newMiddleware(a)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
 	}
-	envoy, err := listenEnvoy(a)
+	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -94,17 +85,43 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if envoy != nil {
 		redisStatus = envoy.redisStatus
 	}
-	a.live = live.New(live.Deps{
+	instance := uuid.NewString()[:8]
+	// The live view comes first: every entry point's checks report to it.
+	view := live.New(live.Deps{
 		Redis:        rdb,
-		ReadWindow:   a.lim.Window,
-		Policy:       a.store.lookup,
-		Instance:     a.instance,
+		ReadWindow:   lim.Window,
+		Policy:       store.lookup,
+		Instance:     instance,
 		TickInterval: cfg.TickInterval,
 		CheckTimeout: cfg.CheckTimeout,
 		RedisStatus:  redisStatus,
 		Log:          log,
-		Metrics:      a.metrics.live(),
+		Metrics:      m.live(),
 	})
+	checker := &httplimit.Checker{
+		Limiter:  lim,
+		Timeout:  cfg.CheckTimeout,
+		FailMode: cfg.FailMode,
+		Observers: []httplimit.Observer{
+			checkMetrics{m: m, log: log, failMode: cfg.FailMode},
+			httplimit.Hooks{Decision: view.Decision},
+		},
+	}
+	if envoy != nil {
+		envoy.register(checker, store, log)
+	}
+	a := &app{
+		cfg:      cfg,
+		store:    store,
+		lim:      lim,
+		checker:  checker,
+		auth:     authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
+		rdb:      rdb,
+		log:      log,
+		metrics:  m,
+		instance: instance,
+		live:     view,
+	}
 	e := newEcho(a)
 
 	srv := &http.Server{

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 )
@@ -32,10 +30,10 @@ type settings struct {
 }
 
 // policyEntry is a policy with what answers need of it prepared once per
-// config: its RateLimit-Policy field and item names, and its counters.
+// config: its RateLimit-Policy field and item names, observed by its
+// counters (policyCounters).
 type policyEntry struct {
 	*httplimit.Policy
-	allowed, denied, shadowDenied prometheus.Counter
 }
 
 // policy finds a policy by name.
@@ -86,13 +84,7 @@ func buildSettings(cfg Config, file *parsedFile, m *metrics, now time.Time) (*se
 		return nil, err
 	}
 	for _, p := range ps {
-		e := &policyEntry{
-			Policy:  httplimit.Prepare(p),
-			allowed: m.decisions.WithLabelValues(p.Name, "allowed"),
-			denied:  m.decisions.WithLabelValues(p.Name, "denied"),
-			// a shadow policy's would-deny (SPEC §9)
-			shadowDenied: m.decisions.WithLabelValues(p.Name, "shadow_denied"),
-		}
+		e := &policyEntry{Policy: httplimit.Prepare(p, m.policyCounters(p.Name))}
 		s.policies = append(s.policies, e)
 		s.byName[p.Name] = e
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
 )
 
@@ -117,13 +118,13 @@ func handleReadyz(a *app) echo.HandlerFunc {
 		if err := a.rdb.Ping(ctx).Err(); err != nil {
 			redisState = "down"
 		}
-		if redisState == "down" && a.cfg.FailMode == FailClosed {
+		if redisState == "down" && a.cfg.FailMode == httplimit.FailClosed {
 			p := unavailable("Redis is unreachable and the fail mode is closed")
 			return writeProblem(c, p.Status, struct {
 				*problem
 				Redis string `json:"redis"`
 			}{p, redisState}, p.header)
 		}
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "redis": redisState, "failMode": a.cfg.FailMode})
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "redis": redisState, "failMode": string(a.cfg.FailMode)})
 	}
 }

@@ -457,14 +457,14 @@ func windowCard(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "\"><div class=\"card-head\"><h2 id=\"window-title\">The window</h2><span class=\"chip chip-algo\" data-testid=\"algorithm\" title=\"How this policy keeps its windows (SPEC §8)\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 31, "\"><div class=\"card-head\"><h2 id=\"window-title\">The window</h2><span class=\"chip chip-algo\" data-testid=\"algorithm\" title=\"How this policy keeps its windows\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var25 string
 		templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(algorithmLabel(p.shown()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 122, Col: 136}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 122, Col: 125}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 		if templ_7745c5c3_Err != nil {

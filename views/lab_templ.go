@@ -11,7 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import "strconv"
 
-// Lab is the teaching lab (SPEC §8): one traffic source, five algorithms on
+// Lab is the teaching lab: one traffic source, five algorithms on
 // real Redis, one lane each on a shared time axis. The ES module
 // /static/js/lab.js sends the traffic as real POSTs and draws what the
 // /ws/lab stream reports, so every tab on the lab shows the same marks.

@@ -17,16 +17,20 @@ const ProblemContentType = "application/problem+json"
 const QuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
 // Policy is a limiter.Policy with the parts of every answer that never change
-// prepared once: the RateLimit-Policy field and each rule's item name.
+// prepared once: the RateLimit-Policy field and each rule's item name, and
+// the observers of this policy's checks.
 type Policy struct {
 	limiter.Policy
-	header string   // RateLimit-Policy
-	items  []string // each rule's item name, quoted
+	header    string   // RateLimit-Policy
+	items     []string // each rule's item name, quoted
+	observers []Observer
 }
 
 // Prepare readies p for answers. Prepare again when the policy changes.
-func Prepare(p limiter.Policy) *Policy {
-	pp := &Policy{Policy: p, items: make([]string, len(p.Rules))}
+// observers see the checks of this policy alone (e.g. counters per policy),
+// after the Checker's own.
+func Prepare(p limiter.Policy, observers ...Observer) *Policy {
+	pp := &Policy{Policy: p, items: make([]string, len(p.Rules)), observers: observers}
 	fields := make([]string, len(p.Rules))
 	for i, r := range p.Rules {
 		pp.items[i] = strconv.Quote(ItemName(p.Name, len(p.Rules), r.WindowMs()))
@@ -46,9 +50,19 @@ func ItemName(policy string, rules int, windowMs int64) string {
 }
 
 // SetHeaders writes the IETF httpapi draft's RateLimit-Policy and RateLimit
-// fields for d, one item per rule: r is the rule's remaining, t the seconds
-// until its oldest entry slides out (rounded up; 0 when empty).
+// fields for d (Policy.Fields).
 func SetHeaders(h http.Header, p *Policy, d limiter.Decision) {
+	rateLimit, policy := p.Fields(d)
+	// Canonical keys, set directly: this runs on every request.
+	h["Ratelimit-Policy"] = []string{policy}
+	h["Ratelimit"] = []string{rateLimit}
+}
+
+// Fields are the values of the RateLimit and RateLimit-Policy fields for d,
+// a decision under p, one item per rule: r is the rule's remaining, t the
+// seconds until its oldest entry slides out (rounded up; 0 when empty); q
+// and w are its limit and window in seconds.
+func (p *Policy) Fields(d limiter.Decision) (rateLimit, rateLimitPolicy string) {
 	b := make([]byte, 0, 32*len(d.Rules))
 	for i, r := range d.Rules {
 		if i > 0 {
@@ -60,9 +74,7 @@ func SetHeaders(h http.Header, p *Policy, d limiter.Decision) {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, (r.ResetMs+999)/1000, 10)
 	}
-	// Canonical keys, set directly: this runs on every request.
-	h["Ratelimit-Policy"] = []string{p.header}
-	h["Ratelimit"] = []string{string(b)}
+	return string(b), p.header
 }
 
 // RetryAfter rounds a wait up to the whole seconds Retry-After carries.

@@ -1,8 +1,8 @@
 // Package httplimit limits HTTP handlers with ratescope's exact limiter:
-// net/http middleware, an Echo adapter, and the pieces every HTTP entry point
-// of ratescope shares — who the client is (through trusted proxies), the
-// RateLimit headers, the 429 problem document, the fail modes and a hook that
-// sees every decision.
+// net/http middleware, and the pieces every entry point of ratescope shares —
+// the check core (Checker: the limiter, a timeout, the fail mode and the
+// observers of every check), who the client is (through trusted proxies),
+// the RateLimit headers and the 429 problem document.
 //
 //	mw := httplimit.New(lim, httplimit.WithKey(httplimit.ByClientAddr(trusted)))
 //	mux.Handle("POST /login", mw.Limit(login)(loginHandler))
@@ -20,37 +20,12 @@ package httplimit
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/livebus"
 )
-
-// DefaultTimeout is how long a request waits for Redis unless WithTimeout
-// says otherwise.
-const DefaultTimeout = 150 * time.Millisecond
-
-// FailMode is what a request gets when Redis cannot decide in time.
-type FailMode int
-
-const (
-	// FailClosed answers 503 with Retry-After: 1: nothing passes unchecked.
-	FailClosed FailMode = iota
-	// FailOpen lets the request through, without RateLimit headers.
-	FailOpen
-)
-
-// Hooks observe every check; any may be nil. They run on the request's
-// goroutine, so they must be quick.
-type Hooks struct {
-	// Start is called just before Redis is asked.
-	Start func()
-	// Done is called when Redis answered or failed: err is nil when a
-	// decision was made, else the fail mode applied.
-	Done func(policy string, took time.Duration, err error)
-	// Decision is called with every decision made (after Done).
-	Decision func(limiter.Decision)
-}
 
 // Option configures a Middleware, or one Limit of it.
 type Option func(*config)
@@ -59,10 +34,13 @@ type config struct {
 	key        KeyFunc
 	cost       int
 	denyStatus int
-	failMode   FailMode
-	timeout    time.Duration
-	hooks      Hooks
-	live       *livebus.Publisher
+	checker    Checker
+}
+
+// observe adds o to the Checker's observers, never to a slice another
+// config shares.
+func (c *config) observe(o Observer) {
+	c.checker.Observers = append(slices.Clip(c.checker.Observers), o)
 }
 
 // WithKey decides whose window a request counts in; the default is the
@@ -80,44 +58,51 @@ func WithDenyStatus(status int) Option { return func(c *config) { c.denyStatus =
 
 // WithFailMode sets the answer when Redis cannot decide in time (default
 // FailClosed).
-func WithFailMode(m FailMode) Option { return func(c *config) { c.failMode = m } }
+func WithFailMode(m FailMode) Option { return func(c *config) { c.checker.FailMode = m } }
 
 // WithTimeout bounds how long a request waits for Redis (default
 // DefaultTimeout). Build the Redis client with ContextTimeoutEnabled for it
 // to bound socket I/O.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.checker.Timeout = d } }
 
-// WithHooks sets the hooks that observe every check, e.g. for metrics.
-func WithHooks(h Hooks) Option { return func(c *config) { c.hooks = h } }
+// WithObserver adds o to the observers of every check, e.g. for metrics.
+func WithObserver(o Observer) Option { return func(c *config) { c.observe(o) } }
+
+// WithHooks adds h to the observers of every check (WithObserver).
+func WithHooks(h Hooks) Option { return WithObserver(h) }
 
 // WithOnDecision calls f with every decision: ratescope's server sends them to
 // its live view.
-func WithOnDecision(f func(limiter.Decision)) Option {
-	return func(c *config) { c.hooks.Decision = f }
-}
+func WithOnDecision(f func(limiter.Decision)) Option { return WithHooks(Hooks{Decision: f}) }
 
 // WithLiveView sends every decision to p, so a ratescope page on the same
 // Redis shows this service's traffic live, with p's instance name on each
 // decision. Run p alongside the service (go p.Run(ctx); defer p.Close()); it
 // publishes only decisions on windows some viewer watches, never blocking a
-// request. It adds to WithOnDecision and WithHooks rather than replacing them.
-func WithLiveView(p *livebus.Publisher) Option { return func(c *config) { c.live = p } }
+// request. Like every observer, it adds to the others rather than replacing
+// them.
+func WithLiveView(p *livebus.Publisher) Option { return WithOnDecision(p.Decision) }
 
-// Middleware limits requests with one limiter. Limit gives the net/http
-// middleware for a policy; Check is the same decision for handlers that
-// answer themselves. It is safe for concurrent use.
+// Middleware limits requests with one limiter, through a Checker. Limit
+// gives the net/http middleware for a policy; Check is the same decision for
+// handlers that answer themselves. It is safe for concurrent use.
 type Middleware struct {
-	lim *limiter.Limiter
 	cfg config
 }
 
 // New returns a Middleware deciding with lim.
 func New(lim *limiter.Limiter, opts ...Option) *Middleware {
-	m := &Middleware{lim: lim, cfg: config{
+	return NewMiddleware(&Checker{Limiter: lim}, opts...)
+}
+
+// NewMiddleware returns a Middleware deciding through a copy of c: options
+// such as WithTimeout change the copy, never c.
+func NewMiddleware(c *Checker, opts ...Option) *Middleware {
+	m := &Middleware{cfg: config{
 		key:        ByClientAddr(TrustedProxies{}),
 		cost:       1,
 		denyStatus: http.StatusTooManyRequests,
-		timeout:    DefaultTimeout,
+		checker:    *c,
 	}}
 	for _, o := range opts {
 		o(&m.cfg)
@@ -133,7 +118,7 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 	for _, o := range opts {
 		o(&cfg)
 	}
-	mm := &Middleware{lim: m.lim, cfg: cfg}
+	mm := &Middleware{cfg: cfg}
 	pp := Prepare(p)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -149,82 +134,41 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 	}
 }
 
-// Target is what one Check decides: whose window, under which policy, at
-// what cost, and the status of a denial (0: the Middleware's).
-type Target struct {
-	Key        string
-	Policy     *Policy
-	Cost       int
-	DenyStatus int
-}
-
-// Result is the outcome of one Check.
-type Result struct {
-	// Decision is Redis's decision, when it made one (Err is nil).
-	Decision limiter.Decision
-	// Err is why there is no decision: Redis failed or was too slow (the fail
-	// mode answered), or the key or cost was invalid (400 was answered).
-	Err error
-	// Pass reports that the caller should go on and answer: the request was
-	// allowed (the RateLimit fields are set; for a shadow policy possibly a
-	// would-deny, Decision.WouldDeny) or failed open (Err is set).
-	// Otherwise Check has written the whole response.
-	Pass bool
-}
-
-// Check decides one request and writes what every answer shares: the
-// RateLimit fields whenever there is a decision, and the whole response when
-// the request must not pass — a denial (the deny status, Retry-After, the
-// quota-exceeded problem document), Redis failing with FailClosed (503,
-// Retry-After: 1), or an invalid key or cost (400).
+// Check decides one request through the Middleware's Checker and writes
+// what every answer shares (Checker.CheckHTTP); a Target without a
+// DenyStatus gets the Middleware's.
 func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Result {
-	if err := validate(t); err != nil {
-		return Result{Err: err}.badRequest(w)
+	if t.DenyStatus == 0 {
+		t.DenyStatus = m.cfg.denyStatus
 	}
-	h := &m.cfg.hooks
-	if h.Start != nil {
-		h.Start()
-	}
-	start := time.Now()
-	d, err := m.lim.AllowWithin(r.Context(), m.cfg.timeout, t.Key, t.Policy.Policy, t.Cost)
-	if h.Done != nil {
-		h.Done(t.Policy.Name, time.Since(start), err)
-	}
-	if err != nil {
-		if m.cfg.failMode == FailOpen {
-			return Result{Err: err, Pass: true}
-		}
-		writeUnavailable(w)
-		return Result{Err: err}
-	}
-	if h.Decision != nil {
-		h.Decision(d)
-	}
-	if m.cfg.live != nil {
-		m.cfg.live.Decision(d)
-	}
-	SetHeaders(w.Header(), t.Policy, d)
-	if !d.Denied() { // allowed, or a shadow policy's would-deny
-		return Result{Decision: d, Pass: true}
-	}
-	status := t.DenyStatus
-	if status == 0 {
-		status = m.cfg.denyStatus
-	}
-	writeDenied(w, status, d)
-	return Result{Decision: d}
+	return m.cfg.checker.CheckHTTP(w, r, t)
 }
 
-// validate refuses what Redis must never be asked: such a request is the
-// caller's mistake, not a reason to apply the fail mode.
-func validate(t Target) error {
-	if err := limiter.ValidateKey(t.Key); err != nil {
-		return err
+// CheckHTTP decides t (Check) and writes what every HTTP answer shares: the
+// RateLimit fields whenever there is a decision, and the whole response when
+// the request must not pass — a denial (t.DenyStatus, default 429;
+// Retry-After; the quota-exceeded problem document), Redis failing with
+// FailClosed (503, Retry-After: 1), or an invalid key or cost (400).
+func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Result {
+	res := c.Check(r.Context(), t)
+	switch {
+	case errors.Is(res.Err, limiter.ErrInvalidKey), errors.Is(res.Err, limiter.ErrInvalidCost):
+		return res.badRequest(w)
+	case res.Err != nil:
+		if !res.Pass {
+			writeUnavailable(w)
+		}
+		return res
 	}
-	if t.Cost < 1 || t.Cost > t.Policy.MaxCost() {
-		return limiter.ErrInvalidCost
+	SetHeaders(w.Header(), t.Policy, res.Decision)
+	if !res.Pass {
+		status := t.DenyStatus
+		if status == 0 {
+			status = http.StatusTooManyRequests
+		}
+		writeDenied(w, status, res.Decision)
 	}
-	return nil
+	return res
 }
 
 // badRequest answers 400 naming the key or the cost.

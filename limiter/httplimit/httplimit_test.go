@@ -297,7 +297,7 @@ func TestFailModes(t *testing.T) {
 		took := time.Since(start)
 		srv.Close()
 		if a.status != tc.status || a.header.Get("RateLimit") != "" || a.header.Get("RateLimit-Policy") != "" || took > 3*time.Second {
-			t.Fatalf("mode %d: %d %v %s in %v", tc.mode, a.status, a.header, a.body, took)
+			t.Fatalf("mode %s: %d %v %s in %v", tc.mode, a.status, a.header, a.body, took)
 		}
 		switch tc.mode {
 		case httplimit.FailClosed:

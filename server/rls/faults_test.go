@@ -11,10 +11,11 @@ import (
 
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/rls"
 )
 
-// counters records what the metrics hooks were told.
+// counters records what an observer of the Checker was told.
 type counters struct {
 	mu                               sync.Mutex
 	inFlight, maxInFlight, durations int
@@ -22,21 +23,36 @@ type counters struct {
 	redisErrors, failOpen            map[string]int // by policy
 }
 
-func (c *counters) hooks() rls.Metrics {
+func (c *counters) observer() httplimit.Observer {
 	c.decided, c.redisErrors, c.failOpen = map[string]int{}, map[string]int{}, map[string]int{}
-	lock := func(f func()) { c.mu.Lock(); defer c.mu.Unlock(); f() }
-	return rls.Metrics{
-		InFlight: func(d int) {
-			lock(func() { c.inFlight += d; c.maxInFlight = max(c.maxInFlight, c.inFlight) })
-		},
-		Duration: func(time.Duration) { lock(func() { c.durations++ }) },
-		Decided: func(d limiter.Decision) {
-			outcome := map[bool]string{true: "allowed", false: "denied"}[d.Allowed]
-			lock(func() { c.decided[d.Policy+"/"+outcome]++ })
-		},
-		RedisError: func(p string, _ error) { lock(func() { c.redisErrors[p]++ }) },
-		FailOpen:   func(p string) { lock(func() { c.failOpen[p]++ }) },
+	return c
+}
+
+func (c *counters) Started(httplimit.Target) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight++
+	c.maxInFlight = max(c.maxInFlight, c.inFlight)
+}
+
+func (c *counters) Finished(t httplimit.Target, res httplimit.Result, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inFlight--
+	c.durations++
+	if res.Err != nil {
+		c.redisErrors[t.Policy.Name]++
 	}
+	if res.FailedOpen() {
+		c.failOpen[t.Policy.Name]++
+	}
+}
+
+func (c *counters) Decided(d limiter.Decision) {
+	outcome := map[bool]string{true: "allowed", false: "denied"}[d.Allowed]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.decided[d.Policy+"/"+outcome]++
 }
 
 // TestMetricsHooks are fed as the HTTP check feeds its metrics: one
@@ -44,7 +60,7 @@ func (c *counters) hooks() rls.Metrics {
 // back at zero.
 func TestMetricsHooks(t *testing.T) {
 	c := &counters{}
-	h := serve(t, redistest.URL(t), func(d *rls.Deps) { d.Metrics = c.hooks() })
+	h := serve(t, redistest.URL(t), func(d *rls.Deps) { d.Checker.Observers = append(d.Checker.Observers, c.observer()) })
 	ip := "remote_address=" + newValue()
 	for range 4 {
 		h.call(t, request(0, ip, "generic_key="+newValue(), "header_match=x"))
@@ -83,7 +99,11 @@ func TestFailModes(t *testing.T) {
 			proxy := redistest.StartProxy(t, redistest.URL(t))
 			c := &counters{}
 			h := serve(t, proxy.URL, func(d *rls.Deps) {
-				d.FailOpen, d.CheckTimeout, d.Metrics = open, checkTimeout, c.hooks()
+				d.Checker.Timeout = checkTimeout
+				d.Checker.Observers = append(d.Checker.Observers, c.observer())
+				if open {
+					d.Checker.FailMode = httplimit.FailOpen
+				}
 			})
 			req := request(0, "remote_address="+newValue(), "header_match=x")
 			h.call(t, req) // connected and deciding

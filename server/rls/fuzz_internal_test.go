@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // FuzzTranslate: whatever the request, translate returns an error naming a
@@ -26,14 +27,14 @@ func FuzzTranslate(f *testing.F) {
 		{Domain: "edge", Keys: []string{"remote_address", "path"}, Policy: "two"},
 		{Domain: "edge", Keys: []string{"user"}, Policy: "missing"},
 	}
-	lookup := func(name string) (limiter.Policy, bool) {
+	lookup := func(name string) (*httplimit.Policy, bool) {
 		switch name {
 		case "one":
-			return limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 5, Window: time.Second}}}, true
+			return httplimit.Prepare(limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 5, Window: time.Second}}}), true
 		case "two":
-			return limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 3, Window: time.Second}, {Limit: 50, Window: time.Hour}}}, true
+			return httplimit.Prepare(limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 3, Window: time.Second}, {Limit: 50, Window: time.Hour}}}), true
 		}
-		return limiter.Policy{}, false
+		return nil, false
 	}
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, hits uint32, descHits uint64, useDescHits bool) {
 		d := &ratelimitv3.RateLimitDescriptor{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: k1, Value: v1}}}

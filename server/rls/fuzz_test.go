@@ -11,6 +11,7 @@ import (
 
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/rls"
 )
 
@@ -33,11 +34,9 @@ func FuzzShouldRateLimit(f *testing.F) {
 	}
 	rdb := newRedis(f, redistest.URL(f))
 	svc := rls.New(rls.Deps{
-		Limiter:      limiter.New(rdb),
-		Policy:       lookup,
-		Mappings:     func() []rls.Mapping { return testMappings },
-		Headers:      formatHeaders,
-		CheckTimeout: testTimeout,
+		Checker:  &httplimit.Checker{Limiter: limiter.New(rdb), Timeout: testTimeout},
+		Policy:   prepared,
+		Mappings: func() []rls.Mapping { return testMappings },
 	})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var req rlsv3.RateLimitRequest

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/rls"
 )
 
@@ -67,6 +68,15 @@ func lookup(name string) (limiter.Policy, bool) {
 	return limiter.Policy{}, false
 }
 
+// prepared finds one of testPolicies, ready for answers.
+func prepared(name string) (*httplimit.Policy, bool) {
+	p, ok := lookup(name)
+	if !ok {
+		return nil, false
+	}
+	return httplimit.Prepare(p), true
+}
+
 // newRedis is a client built as the server builds its own: context deadlines
 // bound socket I/O and a script is never retried.
 func newRedis(t testing.TB, url string) *redis.Client {
@@ -88,17 +98,18 @@ func serve(t testing.TB, url string, edit func(*rls.Deps)) *harness {
 	h := &harness{rdb: newRedis(t, url), served: make(chan error, 1)}
 	h.lim = limiter.New(h.rdb)
 	deps := rls.Deps{
-		Limiter:      h.lim,
-		Policy:       lookup,
-		Mappings:     func() []rls.Mapping { return testMappings },
-		Headers:      formatHeaders,
-		OnDecision:   h.record,
-		CheckTimeout: testTimeout,
+		Checker: &httplimit.Checker{
+			Limiter: h.lim, Timeout: testTimeout,
+			Observers: []httplimit.Observer{httplimit.Hooks{Decision: h.record}},
+		},
+		Policy:   prepared,
+		Mappings: func() []rls.Mapping { return testMappings },
 	}
 	if edit != nil {
 		edit(&deps)
 	}
-	h.srv = rls.NewServer(rls.New(deps))
+	h.srv = rls.NewServer(nil)
+	h.srv.Register(rls.New(deps))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

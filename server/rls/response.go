@@ -3,7 +3,6 @@ package rls
 import (
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // The response header names (SPEC §3, §7).
@@ -25,7 +25,7 @@ const (
 // the request's order: OVER_LIMIT overall when any descriptor was denied. A
 // shadow policy's would-deny (SPEC §9) is answered as allowed: OK, no
 // Retry-After.
-func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *rlsv3.RateLimitResponse {
+func respond(outs []outcome, headers func(*httplimit.Policy, limiter.Decision) (string, string)) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(outs)),
@@ -34,8 +34,8 @@ func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *r
 	denied := false
 	for i, o := range outs {
 		switch {
-		case o.never != nil:
-			resp.Statuses[i] = neverStatus(*o.never)
+		case o.never:
+			resp.Statuses[i] = neverStatus(o.p.Policy)
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		case !o.decided:
 			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
@@ -51,7 +51,7 @@ func respond(outs []outcome, headers func(limiter.Decision) (string, string)) *r
 	resp.ResponseHeadersToAdd = responseHeaders(outs, headers)
 	if denied { // a cost that can never pass has no time to wait for
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{
-			Key: headerRetryAfter, Value: strconv.FormatInt((retryMs+999)/1000, 10),
+			Key: headerRetryAfter, Value: httplimit.RetryAfter(retryMs),
 		})
 	}
 	return resp
@@ -125,19 +125,10 @@ func currentLimit(policy string, rules int, r limiter.RuleState) *rlsv3.RateLimi
 		perUnit = (int64(r.Limit)*u.ms + r.WindowMs - 1) / r.WindowMs
 	}
 	return &rlsv3.RateLimitResponse_RateLimit{
-		Name:            itemName(policy, rules, r.WindowMs),
+		Name:            httplimit.ItemName(policy, rules, r.WindowMs),
 		RequestsPerUnit: clampUint32(perUnit),
 		Unit:            u.unit,
 	}
-}
-
-// itemName names a rule as the RateLimit headers do (SPEC §3): the policy
-// alone when it has one rule, else policy/seconds.
-func itemName(policy string, rules int, windowMs int64) string {
-	if rules == 1 {
-		return policy
-	}
-	return policy + "/" + strconv.FormatInt(windowMs/1000, 10)
 }
 
 func clampUint32(n int64) uint32 {
@@ -149,21 +140,18 @@ func clampUint32(n int64) uint32 {
 // When several descriptors share a policy, the fields describe the one that
 // binds most (denied before allowed, then the longest retry, then the least
 // remaining), so an item name never appears twice.
-func responseHeaders(outs []outcome, headers func(limiter.Decision) (string, string)) []*corev3.HeaderValue {
-	if headers == nil {
-		return nil
-	}
-	var chosen []limiter.Decision
+func responseHeaders(outs []outcome, headers func(*httplimit.Policy, limiter.Decision) (string, string)) []*corev3.HeaderValue {
+	var chosen []outcome
 	for _, o := range outs {
 		if !o.decided {
 			continue
 		}
-		j := slices.IndexFunc(chosen, func(c limiter.Decision) bool { return c.Policy == o.d.Policy })
+		j := slices.IndexFunc(chosen, func(c outcome) bool { return c.d.Policy == o.d.Policy })
 		switch {
 		case j < 0:
-			chosen = append(chosen, o.d)
-		case bindsMore(o.d, chosen[j]):
-			chosen[j] = o.d
+			chosen = append(chosen, o)
+		case bindsMore(o.d, chosen[j].d):
+			chosen[j] = o
 		}
 	}
 	if len(chosen) == 0 {
@@ -171,8 +159,8 @@ func responseHeaders(outs []outcome, headers func(limiter.Decision) (string, str
 	}
 	rl := make([]string, 0, len(chosen))
 	rlp := make([]string, 0, len(chosen))
-	for _, d := range chosen {
-		a, b := headers(d)
+	for _, o := range chosen {
+		a, b := headers(o.p, o.d)
 		rl, rlp = append(rl, a), append(rlp, b)
 	}
 	return []*corev3.HeaderValue{

@@ -14,19 +14,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
-
-// Decider decides and records one request, as *limiter.Limiter does.
-type Decider interface {
-	Allow(ctx context.Context, key string, p limiter.Policy, cost int) (limiter.Decision, error)
-}
 
 // Mapping sends the descriptors of one domain whose entry keys are exactly
 // Keys, in order, to the policy named Policy (the config file's
@@ -37,58 +32,25 @@ type Mapping struct {
 	Policy string
 }
 
-// Metrics are the hooks a check feeds, the same the HTTP check feeds; the
-// server points them at its Prometheus metrics. Nil fields are skipped.
-type Metrics struct {
-	// InFlight moves the checks-in-flight gauge by +1 before and -1 after
-	// each limiter call.
-	InFlight func(delta int)
-	// Duration observes how long one limiter call took.
-	Duration func(time.Duration)
-	// Decided counts a decision (ratescope_decisions_total).
-	Decided func(limiter.Decision)
-	// RedisError counts and reports a limiter call that failed or timed out;
-	// when nil, Deps.Log gets a warning instead.
-	RedisError func(policy string, err error)
-	// FailOpen counts a descriptor answered OK because the limiter failed and
-	// the fail mode is open (ratescope_fail_open_total).
-	FailOpen func(policy string)
-}
-
-// Deps is everything the service uses. Limiter, Policy and Mappings are
-// required; the rest may be left zero.
+// Deps is everything the service uses; Log may be left nil.
 type Deps struct {
-	Limiter Decider
-	// Policy looks a policy up by name at the moment of each request: policies
-	// reload at runtime.
-	Policy func(name string) (limiter.Policy, bool)
+	// Checker decides every mapped descriptor, as it decides the HTTP
+	// checks: its timeout bounds each limiter call, its fail mode answers
+	// when Redis fails, and its observers see every check. Fail-closed: the
+	// whole call fails with codes.Unavailable, and Envoy's own
+	// failure_mode_deny decides what the request gets. Fail-open: each
+	// descriptor the limiter could not decide is OK with no limit;
+	// descriptors that were decided keep their answers.
+	Checker *httplimit.Checker
+	// Policy looks a policy up by name at the moment of each request:
+	// policies reload at runtime. Its RateLimit fields are the response's.
+	Policy func(name string) (*httplimit.Policy, bool)
 	// Mappings returns the descriptor mappings in force, also per request.
 	Mappings func() []Mapping
-	// Headers formats a decision's RateLimit and RateLimit-Policy fields, the
-	// same as the HTTP check's. Nil: the response carries neither.
-	Headers func(limiter.Decision) (rateLimit, rateLimitPolicy string)
-	// OnDecision is called with every decision, e.g. to stream it to viewers.
-	OnDecision func(limiter.Decision)
-	// CheckTimeout bounds the limiter calls of one request (all descriptors
-	// together); zero means DefaultCheckTimeout.
-	CheckTimeout time.Duration
-	// FailOpen picks what a limiter failure (Redis down or slower than
-	// CheckTimeout) answers. False (fail-closed, the default): the whole call
-	// fails with codes.Unavailable, and Envoy's own failure_mode_deny decides
-	// what the request gets. True: each descriptor the limiter could not
-	// decide is OK with no limit, counted by Metrics.FailOpen; descriptors
-	// that were decided keep their answers.
-	FailOpen bool
-	Metrics  Metrics
-	// Log gets a warning per failed limiter call (unless Metrics.RedisError
-	// reports them) and per descriptor mapped to a missing policy; nil
+	// Log gets a warning per descriptor mapped to a missing policy; nil
 	// discards them.
 	Log *slog.Logger
 }
-
-// DefaultCheckTimeout is the check timeout when Deps leaves it zero: the
-// server's --check-timeout default.
-const DefaultCheckTimeout = 150 * time.Millisecond
 
 // Service implements RateLimitServiceServer. It is safe for concurrent use.
 type Service struct {
@@ -98,9 +60,6 @@ type Service struct {
 
 // New returns the service over deps.
 func New(deps Deps) *Service {
-	if deps.CheckTimeout <= 0 {
-		deps.CheckTimeout = DefaultCheckTimeout
-	}
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
@@ -121,35 +80,32 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 				"domain", req.GetDomain(), "policy", c.orphan)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.deps.CheckTimeout)
-	defer cancel()
 	outcomes := s.decide(ctx, checks)
 	for i, o := range outcomes {
 		switch {
-		case o.err == nil:
+		case o.err == nil, o.failedOpen:
 			continue
 		case errors.Is(o.err, limiter.ErrInvalidKey), errors.Is(o.err, limiter.ErrInvalidCost):
 			// translate rules these out; a limiter with stricter rules still
 			// gets the caller's fault reported as such.
 			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: %v", i, o.err)
-		case !s.deps.FailOpen:
+		default:
 			return nil, status.Error(codes.Unavailable, "the limiter could not reach Redis in time; try again shortly")
 		}
-		if f := s.deps.Metrics.FailOpen; f != nil {
-			f(checks[i].policy.Name)
-		}
 	}
-	return respond(outcomes, s.deps.Headers), nil
+	return respond(outcomes, (*httplimit.Policy).Fields), nil
 }
 
-// outcome is what became of one descriptor: a decision, an error, a cost
-// its policy can never allow (never), or none of them when it maps to no
-// policy.
+// outcome is what became of one descriptor: a decision under p, an error
+// (failedOpen: answered by the fail mode), a cost p can never allow (never),
+// or none of them when it maps to no policy.
 type outcome struct {
-	decided bool
-	d       limiter.Decision
-	err     error
-	never   *limiter.Policy
+	decided    bool
+	p          *httplimit.Policy
+	d          limiter.Decision
+	err        error
+	failedOpen bool
+	never      bool
 }
 
 // decide runs the mapped checks, concurrently when there are several (the
@@ -162,7 +118,7 @@ func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 	for i, c := range checks {
 		switch {
 		case c.mapped() && c.never:
-			out[i] = outcome{never: &c.policy}
+			out[i] = outcome{p: c.policy, never: true}
 		case c.mapped():
 			mapped++
 		}
@@ -197,35 +153,12 @@ func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 	return out
 }
 
-// allow is one limiter call with its metrics and hooks, as the HTTP check
-// makes it.
+// allow decides one mapped descriptor through the Checker, as the HTTP
+// check is decided.
 func (s *Service) allow(ctx context.Context, c check) outcome {
-	m := s.deps.Metrics
-	if m.InFlight != nil {
-		m.InFlight(1)
-		defer m.InFlight(-1)
+	res := s.deps.Checker.Check(ctx, httplimit.Target{Key: c.key, Policy: c.policy, Cost: c.cost})
+	if res.Err != nil {
+		return outcome{err: res.Err, failedOpen: res.FailedOpen()}
 	}
-	start := time.Now()
-	d, err := s.deps.Limiter.Allow(ctx, c.key, c.policy, c.cost)
-	if m.Duration != nil {
-		m.Duration(time.Since(start))
-	}
-	if err != nil {
-		if errors.Is(err, limiter.ErrInvalidKey) || errors.Is(err, limiter.ErrInvalidCost) {
-			return outcome{err: err}
-		}
-		if m.RedisError != nil {
-			m.RedisError(c.policy.Name, err)
-		} else {
-			s.deps.Log.Warn("envoy check failed", "policy", c.policy.Name, "fail_open", s.deps.FailOpen, "err", err)
-		}
-		return outcome{err: err}
-	}
-	if m.Decided != nil {
-		m.Decided(d)
-	}
-	if s.deps.OnDecision != nil {
-		s.deps.OnDecision(d)
-	}
-	return outcome{decided: true, d: d}
+	return outcome{decided: true, p: c.policy, d: res.Decision}
 }

@@ -28,18 +28,25 @@ type Server struct {
 	health *health.Server
 }
 
-// NewServer registers svc, health and reflection on a new grpc.Server. A
-// panic in a handler becomes codes.Internal and an error log line instead of
-// the end of the process. opts are passed to grpc.NewServer.
-func NewServer(svc *Service, opts ...grpc.ServerOption) *Server {
-	opts = append(opts, grpc.ChainUnaryInterceptor(recoverPanics(svc.deps.Log)))
+// NewServer registers health and reflection on a new grpc.Server; Register
+// adds the rate limit service before Serve. The two steps let health follow
+// Redis (SetServing) from before the service exists. A panic in a handler
+// becomes codes.Internal and an error line in log (nil: discarded) instead
+// of the end of the process. opts are passed to grpc.NewServer.
+func NewServer(log *slog.Logger, opts ...grpc.ServerOption) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(recoverPanics(log)))
 	s := &Server{grpc: grpc.NewServer(opts...), health: health.NewServer()}
-	rlsv3.RegisterRateLimitServiceServer(s.grpc, svc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.SetServing(true)
 	return s
 }
+
+// Register serves svc; call it once, before Serve.
+func (s *Server) Register(svc *Service) { rlsv3.RegisterRateLimitServiceServer(s.grpc, svc) }
 
 // SetServing sets what health checks answer, for the server as a whole ("")
 // and for ServiceName: SERVING or NOT_SERVING. The server may report Redis

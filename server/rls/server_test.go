@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/rls"
 )
 
@@ -96,12 +97,12 @@ func TestHealth(t *testing.T) {
 // until it is opened or the call's context ends; it passes every call on to
 // the real limiter.
 type gate struct {
-	lim     rls.Decider
+	lim     httplimit.Decider
 	entered chan struct{}
 	open    chan struct{}
 }
 
-func (g *gate) Allow(ctx context.Context, key string, p limiter.Policy, cost int) (limiter.Decision, error) {
+func (g *gate) AllowWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error) {
 	if strings.HasPrefix(key, "hold") {
 		g.entered <- struct{}{}
 		select {
@@ -110,14 +111,14 @@ func (g *gate) Allow(ctx context.Context, key string, p limiter.Policy, cost int
 			return limiter.Decision{}, ctx.Err()
 		}
 	}
-	return g.lim.Allow(ctx, key, p, cost)
+	return g.lim.AllowWithin(ctx, timeout, key, p, cost)
 }
 
 // TestGracefulStop: Stop lets a call in flight finish, refuses new ones, and
 // makes Serve return nil.
 func TestGracefulStop(t *testing.T) {
 	g := &gate{entered: make(chan struct{}, 1), open: make(chan struct{})}
-	h := serve(t, redistest.URL(t), func(d *rls.Deps) { g.lim = d.Limiter; d.Limiter = g })
+	h := serve(t, redistest.URL(t), func(d *rls.Deps) { g.lim = d.Checker.Limiter; d.Checker.Limiter = g })
 	answer := make(chan error, 1)
 	go func() {
 		resp, err := h.client.ShouldRateLimit(context.Background(), request(0, "remote_address=hold-"+newValue()))
@@ -168,7 +169,7 @@ func TestGracefulStop(t *testing.T) {
 // cancels them and returns.
 func TestStopDeadline(t *testing.T) {
 	g := &gate{entered: make(chan struct{}, 1), open: make(chan struct{})}
-	h := serve(t, redistest.URL(t), func(d *rls.Deps) { g.lim = d.Limiter; d.Limiter = g })
+	h := serve(t, redistest.URL(t), func(d *rls.Deps) { g.lim = d.Checker.Limiter; d.Checker.Limiter = g })
 	answer := make(chan error, 1)
 	go func() {
 		_, err := h.client.ShouldRateLimit(context.Background(), request(0, "remote_address=hold-"+newValue()))
@@ -190,14 +191,14 @@ func TestStopDeadline(t *testing.T) {
 // panicker is a Decider with a bug.
 type panicker struct{}
 
-func (panicker) Allow(context.Context, string, limiter.Policy, int) (limiter.Decision, error) {
+func (panicker) AllowWithin(context.Context, time.Duration, string, limiter.Policy, int) (limiter.Decision, error) {
 	panic("a bug")
 }
 
 // TestPanicIsInternal: a panic in a call is that call's Internal error, not
 // the end of the process.
 func TestPanicIsInternal(t *testing.T) {
-	h := serve(t, redistest.URL(t), func(d *rls.Deps) { d.Limiter = panicker{} })
+	h := serve(t, redistest.URL(t), func(d *rls.Deps) { d.Checker.Limiter = panicker{} })
 	// One descriptor is decided on the handler's goroutine, several on
 	// goroutines of their own.
 	for _, req := range []*rlsv3.RateLimitRequest{

@@ -9,7 +9,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
-	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
@@ -22,7 +21,7 @@ const MaxDescriptors = 64
 // nothing when it maps to no policy.
 type check struct {
 	key    string
-	policy limiter.Policy // zero Name: unmapped
+	policy *httplimit.Policy // nil: unmapped
 	cost   int
 	// never marks a cost the policy can never allow (above its MaxCost): the
 	// descriptor is OVER_LIMIT without asking Redis, and nothing is recorded.
@@ -33,7 +32,7 @@ type check struct {
 	orphan string
 }
 
-func (c check) mapped() bool { return c.policy.Name != "" }
+func (c check) mapped() bool { return c.policy != nil }
 
 // asks reports whether the check needs the limiter.
 func (c check) asks() bool { return c.mapped() && !c.never }
@@ -53,7 +52,7 @@ func (c check) asks() bool { return c.mapped() && !c.never }
 //   - is_negative_hits is refused: a log records requests and cannot take
 //     them back. A descriptor's own limit override is ignored: the policy
 //     decides.
-func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (limiter.Policy, bool)) ([]check, error) {
+func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool)) ([]check, error) {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	switch {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // TestCurrentLimit expresses rules in the largest unit dividing the window,
@@ -60,11 +61,11 @@ func TestTranslate(t *testing.T) {
 		{Domain: "edge", Keys: []string{"a", "b"}, Policy: "two"},
 		{Domain: "mesh", Keys: []string{"a"}, Policy: "two"},
 	}
-	lookup := func(name string) (limiter.Policy, bool) {
+	lookup := func(name string) (*httplimit.Policy, bool) {
 		if name == "one" || name == "two" {
-			return limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 10, Window: time.Minute}}}, true
+			return httplimit.Prepare(limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 10, Window: time.Minute}}}), true
 		}
-		return limiter.Policy{}, false
+		return nil, false
 	}
 	req := &rlsv3.RateLimitRequest{Domain: "edge", HitsAddend: 2, Descriptors: []*ratelimitv3.RateLimitDescriptor{
 		desc("a", "x"),
@@ -87,7 +88,7 @@ func TestTranslate(t *testing.T) {
 		{key: "x", policy: must(lookup("one")), cost: 7},
 	}
 	for i := range want {
-		if got[i].key != want[i].key || got[i].policy.Name != want[i].policy.Name || got[i].cost != want[i].cost {
+		if got[i].key != want[i].key || policyName(got[i]) != policyName(want[i]) || got[i].cost != want[i].cost {
 			t.Errorf("descriptor %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
@@ -95,6 +96,14 @@ func TestTranslate(t *testing.T) {
 	if got, _ := translate(req, maps, lookup); got[0].policy.Name != "two" || got[1].mapped() {
 		t.Errorf("domain mesh: %+v", got)
 	}
+}
+
+// policyName is the name of c's policy, "" when unmapped.
+func policyName(c check) string {
+	if !c.mapped() {
+		return ""
+	}
+	return c.policy.Name
 }
 
 func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
@@ -105,7 +114,7 @@ func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
 	return d
 }
 
-func must(p limiter.Policy, _ bool) limiter.Policy { return p }
+func must(p *httplimit.Policy, _ bool) *httplimit.Policy { return p }
 
 // TestClientKey keeps valid values readable and hashes the rest, so every
 // key it makes is one the limiter takes.
@@ -144,7 +153,7 @@ func TestHeadersOnePerPolicy(t *testing.T) {
 		return outcome{decided: true, d: limiter.Decision{Policy: policy, Allowed: allowed, RetryAfterMs: retry,
 			Rules: []limiter.RuleState{{Limit: 10, WindowMs: 60_000, Remaining: remaining}}}}
 	}
-	format := func(d limiter.Decision) (string, string) {
+	format := func(_ *httplimit.Policy, d limiter.Decision) (string, string) {
 		return d.Policy + ":" + map[bool]string{true: "ok", false: "over"}[d.Allowed] + ":" + strings.Repeat("r", d.Bound().Remaining), d.Policy
 	}
 	resp := respond([]outcome{

@@ -1,4 +1,4 @@
-// The state of a window kept by an algorithm other than the log (SPEC §8):
+// The state of a window kept by an algorithm other than the log:
 // per rule a few numbers from the last snapshot (fixed: a counter; counter:
 // two; gcra: a timestamp; bucket: tokens), moved on to any instant t exactly
 // as the algorithm's script would read them. Decisions between snapshots

@@ -1,4 +1,4 @@
-// The timeline for the algorithms that keep no entries (SPEC §8): one canvas
+// The timeline for the algorithms that keep no entries: one canvas
 // draws, per rule, the state AlgoModel moves on to the frame's instant —
 //   fixed    the current aligned window with its count filling up, and the
 //            edge where it starts again from 0;

@@ -1,4 +1,4 @@
-// The lab's model (SPEC §8): the requests a lab has seen, each decided by the
+// The lab's model: the requests a lab has seen, each decided by the
 // five algorithms, and what they add up to. No DOM here.
 
 export const LOG = 'log';

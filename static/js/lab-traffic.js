@@ -1,4 +1,4 @@
-// The lab's traffic (SPEC §8): real POST /api/v1/lab/check calls from the
+// The lab's traffic: real POST /api/v1/lab/check calls from the
 // browser, shaped as steady, burst, boundary or random.
 
 import { api, problemText } from './api.js';

@@ -1,4 +1,4 @@
-// The lab page (SPEC §8): sends the chosen traffic as real POSTs and draws
+// The lab page: sends the chosen traffic as real POSTs and draws
 // what /ws/lab reports — every request, from any tab, decided by all five
 // algorithms — in one lane per algorithm on a shared time axis.
 

@@ -36,7 +36,7 @@ function init() {
     policy: app.dataset.policy || 'demo',
     policies: parsePolicies(app.dataset.policies),
     captions: parseCaptions(app.dataset.algorithms),
-    algorithm: LOG, // how the watched policy keeps its windows (SPEC §8)
+    algorithm: LOG, // how the watched policy keeps its windows
     shadow: false,
     rules: [], // [{limit, windowMs, label}] of the watched policy
     redis: 'unknown',
@@ -211,7 +211,7 @@ function init() {
   }
 
   // showKeys names the watched window's Redis key: the log's sorted set or,
-  // for the other algorithms, their hash beside it (SPEC §8).
+  // for the other algorithms, their hash beside it.
   function showKeys() {
     let k = 'rate_limit:{' + state.key + '}:' + state.policy;
     if (state.algorithm !== LOG) k += ':' + state.algorithm;

@@ -1,4 +1,4 @@
-// The stream's messages (SPEC §4). Every message type the page reads is named
+// The stream's messages. Every message type the page reads is named
 // here once; other modules use these constants, never the strings.
 
 export const MSG = Object.freeze({
@@ -10,7 +10,7 @@ export const MSG = Object.freeze({
   RESET: 'reset',
   RACE: 'race',
   VIEWERS: 'viewers',
-  LAB: 'lab', // one lab request decided by all five algorithms (SPEC §8)
+  LAB: 'lab', // one lab request decided by all five algorithms
   LAB_RESET: 'labReset', // a lab's windows were emptied
 });
 
@@ -55,7 +55,7 @@ export function decisionOutcome(m) {
 }
 
 // recordsEntry reports whether a decision added an entry to the window's log:
-// allowed ones do; denials and shadow would-denies are not recorded (SPEC §9).
+// allowed ones do; denials and shadow would-denies are not recorded.
 export function recordsEntry(m) {
   return decisionOutcome(m) === OUTCOME.ALLOWED && typeof m.id === 'string' && typeof m.nowMs === 'number';
 }

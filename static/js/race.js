@@ -1,4 +1,4 @@
-// The race demo (SPEC §6): naive check-then-act against the atomic script,
+// The race demo: naive check-then-act against the atomic script,
 // on the sandbox policy only. Outcomes arrive as the HTTP answer and as a
 // `race` message to every viewer; the frame draws the newest of each mode.
 

@@ -1,7 +1,7 @@
 // The window's traffic: allowed and denied checks per second (the last whole
 // second of Redis time) and a sparkline of the last 60 s. Each decision adds
 // to its second's bucket; the frame draws at most every REDRAW_MS. A shadow
-// policy's would-deny counts as denied (SPEC §9: the page shows what the
+// policy's would-deny counts as denied (the page shows what the
 // limit would do), and the text and bars say how many of those were shadow.
 
 import { OUTCOME, decisionOutcome } from './messages.js';

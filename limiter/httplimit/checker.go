@@ -1,0 +1,161 @@
+package httplimit
+
+import (
+	"context"
+	"time"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+// DefaultTimeout is how long a check waits for Redis unless the Checker (or
+// WithTimeout) says otherwise.
+const DefaultTimeout = 150 * time.Millisecond
+
+// FailMode is what a check gets when Redis cannot decide in time. The zero
+// value is FailClosed.
+type FailMode string
+
+const (
+	// FailClosed refuses: the HTTP answer is 503 with Retry-After: 1, so
+	// nothing passes unchecked.
+	FailClosed FailMode = "closed"
+	// FailOpen lets the request through, without RateLimit headers.
+	FailOpen FailMode = "open"
+)
+
+// Decider decides one request, as *limiter.Limiter does: within timeout
+// when it needs Redis (0: no bound but ctx's).
+type Decider interface {
+	AllowWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error)
+}
+
+// Target is what one check decides: whose window, under which policy, at
+// what cost, and (for HTTP answers) the status of a denial (0: 429, or the
+// Middleware's WithDenyStatus).
+type Target struct {
+	Key        string
+	Policy     *Policy
+	Cost       int
+	DenyStatus int
+}
+
+// Result is the outcome of one check.
+type Result struct {
+	// Decision is Redis's decision, when it made one (Err is nil).
+	Decision limiter.Decision
+	// Err is why there is no decision: Redis failed or was too slow (the
+	// fail mode answered), or the key or cost was invalid
+	// (limiter.ErrInvalidKey, limiter.ErrInvalidCost: the caller's mistake).
+	Err error
+	// Pass reports that the request may go on: it was allowed (for a shadow
+	// policy possibly a would-deny, Decision.WouldDeny) or failed open (Err
+	// is set).
+	Pass bool
+}
+
+// FailedOpen reports a check that passed only because Redis failed and the
+// fail mode is open.
+func (r Result) FailedOpen() bool { return r.Pass && r.Err != nil }
+
+// Observer sees every check a Checker makes that reaches the limiter, on the
+// check's goroutine, so its methods must be quick. An invalid key or cost is
+// refused before any observer hears of it.
+type Observer interface {
+	// Started is called just before the limiter is asked.
+	Started(t Target)
+	// Finished is called when the limiter answered or failed, with the
+	// check's result: res.Err is nil when a decision was made, else Redis
+	// failed or was too slow and the fail mode answered (res.FailedOpen).
+	Finished(t Target, res Result, took time.Duration)
+	// Decided is called with every decision made, after Finished.
+	Decided(d limiter.Decision)
+}
+
+// Hooks is an Observer made of functions; any may be nil.
+type Hooks struct {
+	// Start is called just before Redis is asked.
+	Start func()
+	// Done is called when Redis answered or failed: err is nil when a
+	// decision was made, else the fail mode applied.
+	Done func(policy string, took time.Duration, err error)
+	// Decision is called with every decision made (after Done).
+	Decision func(limiter.Decision)
+}
+
+// Started calls h.Start.
+func (h Hooks) Started(Target) {
+	if h.Start != nil {
+		h.Start()
+	}
+}
+
+// Finished calls h.Done.
+func (h Hooks) Finished(t Target, res Result, took time.Duration) {
+	if h.Done != nil {
+		h.Done(t.Policy.Name, took, res.Err)
+	}
+}
+
+// Decided calls h.Decision.
+func (h Hooks) Decided(d limiter.Decision) {
+	if h.Decision != nil {
+		h.Decision(d)
+	}
+}
+
+// Checker is the one place a check is decided, whichever door it came in
+// by (net/http middleware, a handler that answers itself, a gRPC service):
+// it bounds the limiter call by Timeout, applies FailMode when Redis fails,
+// and tells the Observers — the Checker's, then the policy's (Prepare). Its
+// fields are read, never written, by Check: set them before the first check.
+type Checker struct {
+	Limiter Decider
+	// Timeout bounds how long a check waits for Redis; 0 means
+	// DefaultTimeout. Build the Redis client with ContextTimeoutEnabled for
+	// it to bound socket I/O.
+	Timeout   time.Duration
+	FailMode  FailMode
+	Observers []Observer
+}
+
+// Check decides t. A key or cost the limiter would refuse is the caller's
+// mistake, reported in Result.Err without asking Redis or applying the fail
+// mode.
+func (c *Checker) Check(ctx context.Context, t Target) Result {
+	if t.Cost < 1 || t.Cost > t.Policy.MaxCost() {
+		return Result{Err: limiter.ErrInvalidCost}
+	}
+	if err := limiter.ValidateKey(t.Key); err != nil {
+		return Result{Err: err}
+	}
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	observers := [2][]Observer{c.Observers, t.Policy.observers}
+	for _, os := range observers {
+		for _, o := range os {
+			o.Started(t)
+		}
+	}
+	start := time.Now()
+	d, err := c.Limiter.AllowWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+	took := time.Since(start)
+	res := Result{Decision: d, Err: err, Pass: err == nil && !d.Denied()}
+	if err != nil {
+		res.Decision, res.Pass = limiter.Decision{}, c.FailMode == FailOpen
+	}
+	for _, os := range observers {
+		for _, o := range os {
+			o.Finished(t, res, took)
+		}
+	}
+	if err == nil {
+		for _, os := range observers {
+			for _, o := range os {
+				o.Decided(d)
+			}
+		}
+	}
+	return res
+}

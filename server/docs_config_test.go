@@ -1,0 +1,48 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// ratescopeConfig matches a YAML block that is a ratescope config file (its
+// top-level keys), not a proxy's or Envoy's.
+var ratescopeConfig = regexp.MustCompile(`(?m)^(policies|routes|envoy|trustedProxies|unmatched):`)
+
+// TestDocsConfigFilesLoad: every ratescope config file printed in the README
+// and docs/ loads as ratescope loads it at start-up, so none is wrong as
+// printed. (The proxies' own configs are run by the proxy tests.)
+func TestDocsConfigFilesLoad(t *testing.T) {
+	pages, _ := filepath.Glob("../docs/*.md")
+	pages = append(pages, "../README.md")
+	yamlBlock := regexp.MustCompile("(?s)```yaml\n(.*?)```")
+	n := 0
+	for _, page := range pages {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
+			if !ratescopeConfig.MatchString(m[1]) || strings.Contains(m[1], "static_resources:") {
+				continue
+			}
+			n++
+			path := filepath.Join(t.TempDir(), "ratescope.yaml")
+			if err := os.WriteFile(path, []byte(m[1]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := newConfigStore(Config{ConfigFile: path}, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			if err != nil {
+				t.Errorf("%s, YAML block %d does not load: %v\n%s", page, i+1, err, m[1])
+			}
+		}
+	}
+	if n < 3 {
+		t.Errorf("found %d ratescope config files in the docs, want the README's and the reference's", n)
+	}
+}
