@@ -36,13 +36,14 @@ var Algorithms = []string{Log, Fixed, Counter, GCRA, Bucket}
 // stateAlgorithm (a few numbers per rule in a hash), which fixed, counter, gcra
 // and bucket share, each with its own script.
 type algorithm interface {
-	// allow decides one request of cost >= 1 for a valid key. When denied it
-	// also returns, per rule, the wait until a request of cost 1 would fit
-	// (0 where one fits now): what the local deny cache needs.
-	allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error)
-	// prepare builds the script call that decides one request of cost >= 1
-	// for a valid key, so several can share one round trip (AllowEach).
-	prepare(key string, p Policy, cost int) prepared
+	// allow decides one request of cost >= 1 (>= 0 for a peek, which
+	// records nothing) for a valid key. When denied it also returns, per
+	// rule, the wait until a request of cost 1 would fit (0 where one fits
+	// now): what the local deny cache needs.
+	allow(ctx context.Context, l *Limiter, key string, p Policy, cost int, peek bool) (Decision, []int64, error)
+	// prepare builds the script call that allow sends, so several can share
+	// one round trip (AllowEach).
+	prepare(key string, p Policy, cost int, peek bool) prepared
 	// window describes the state without consuming anything.
 	window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error)
 }

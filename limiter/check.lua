@@ -1,8 +1,9 @@
 -- check.lua: one sliding-window-log decision, run atomically by Redis.
 --
 -- KEYS[1]  the sorted set rate_limit:{<key>}:<policy>
--- ARGV[1]  cost: entries this request adds when allowed (>= 1)
--- ARGV[2]  member: a UUID v4; a cost of n adds member, member:1 … member:n-1
+-- ARGV[1]  cost: entries this request adds when allowed (>= 0; 0 only for a peek)
+-- ARGV[2]  member: a UUID v4; a cost of n adds member, member:1 … member:n-1.
+--          Empty for a peek: decide, and record nothing
 -- ARGV[3]  maxEvict: the most expired entries one call removes
 -- ARGV[4…] the rules as pairs: limit, windowMs (the longest window first or not: any order)
 --
@@ -72,7 +73,7 @@ for i = 1, nrules do
   out[#out + 1] = retry1
 end
 
-if allowed == 1 then
+if allowed == 1 and member ~= '' then
   -- ZADD in chunks: unpack() takes a few thousand values at most.
   local args = {}
   for j = 0, cost - 1 do

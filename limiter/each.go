@@ -29,10 +29,10 @@ func (l *Limiter) AllowEach(ctx context.Context, key string, ps []Policy, cost i
 	calls := make([]prepared, len(ps))
 	seen := make(map[string]bool, len(ps))
 	for i, p := range ps {
-		if cost < 1 || cost > p.MaxCost() {
+		if !p.costFits(cost) {
 			return nil, ErrInvalidCost
 		}
-		calls[i] = algorithmOf(p).prepare(key, p, cost)
+		calls[i] = algorithmOf(p).prepare(key, p, cost, false)
 		if seen[calls[i].key] {
 			return nil, ErrSharedKeys
 		}

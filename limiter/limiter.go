@@ -112,6 +112,9 @@ type Decision struct {
 	// caller lets the request through. Allowed stays what enforcing would
 	// have decided, so !Allowed is a would-deny with its RetryAfterMs.
 	Shadow bool
+	// Peek marks the answer to Peek: what Allow would have decided, with
+	// nothing recorded (no ID; counts without the request's cost).
+	Peek bool
 	// Cached marks a denial answered by the local deny cache, with no Redis
 	// round trip: Allowed is false and RetryAfterMs is exact, counted from
 	// when the denial it repeats was sent to Redis, so it is never longer
@@ -188,7 +191,7 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
-	if cost < 1 || cost > p.MaxCost() {
+	if !p.costFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}
 	k := cacheKey{key: key, policy: p.Name}
@@ -209,7 +212,7 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	d, retry1, err := algorithmOf(p).allow(ctx, l, key, p, cost)
+	d, retry1, err := algorithmOf(p).allow(ctx, l, key, p, cost, false)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -25,8 +25,8 @@ var (
 // clock.
 type logAlgorithm struct{}
 
-func (a logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error) {
-	c := a.prepare(key, p, cost)
+func (a logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
+	c := a.prepare(key, p, cost, peek)
 	res, err := l.eval(ctx, c.script, c.key, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
@@ -34,8 +34,11 @@ func (a logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Polic
 	return c.decide(res)
 }
 
-func (logAlgorithm) prepare(key string, p Policy, cost int) prepared {
-	member := uuid.NewString()
+func (logAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepared {
+	member := "" // a peek records nothing
+	if !peek {
+		member = uuid.NewString()
+	}
 	args := make([]any, 0, 3+2*len(p.Rules))
 	args = append(args, cost, member, MaxEvict)
 	for _, r := range p.Rules {
@@ -61,7 +64,7 @@ const logValues = 4
 
 // decideLog turns the check script's reply into a Decision and, when denied,
 // each rule's wait until it has room for a request of cost 1 (nil when
-// allowed).
+// allowed). An empty member is a peek's: nothing was recorded.
 func decideLog(key string, p Policy, cost int, member string, res []int64) (Decision, []int64) {
 	d := Decision{
 		Allowed:   res[0] == 1,
@@ -71,11 +74,14 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 		Cost:      cost,
 		NowMs:     res[1],
 		Rules:     make([]RuleState, len(p.Rules)),
+		Peek:      member == "",
 	}
+	recorded := d.Allowed && !d.Peek
 	var retry1 []int64
-	if d.Allowed {
+	switch {
+	case recorded:
 		d.ID = member
-	} else {
+	case !d.Allowed:
 		retry1 = make([]int64, len(p.Rules))
 	}
 	for i, r := range p.Rules {
@@ -84,7 +90,7 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 		if retry1 != nil {
 			retry1[i] = v[3]
 		}
-		if d.Allowed {
+		if recorded {
 			count += cost
 			if oldest < 0 {
 				oldest = d.NowMs

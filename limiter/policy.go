@@ -59,7 +59,21 @@ type Policy struct {
 	// callers answer allow anyway (SPEC §9). The limiter itself decides a
 	// shadow policy exactly like any other.
 	Shadow bool
+	// CountDenied counts every request's cost, allowed or not, as
+	// envoyproxy/ratelimit's counters do (an INCRBY whatever the answer): a
+	// window's count may pass its limit, and a request is allowed iff the
+	// count with it is at most the limit. Such a policy takes any cost from
+	// 1 to MaxCountedCost. Only Fixed counts this way; ParsePolicy never sets
+	// it, and the other algorithms ignore it.
+	CountDenied bool `json:",omitempty"`
 }
+
+// MaxCountedCost bounds the cost of one request under CountDenied, as
+// envoyproxy/ratelimit's hits are counted in whole numbers Lua keeps exact.
+const MaxCountedCost = 1<<32 - 1
+
+// costFits reports whether cost is one p takes: 1 to MaxCost.
+func (p Policy) costFits(cost int) bool { return cost >= 1 && cost <= p.MaxCost() }
 
 // AlgorithmName is p.Algorithm with the default filled in: Log.
 func (p Policy) AlgorithmName() string {
@@ -80,9 +94,14 @@ func (p Policy) Longest() time.Duration {
 }
 
 // MaxCost is the largest cost one request may have: the smallest limit (a
-// larger cost could never pass) and, for the log, at most MaxLogCost.
+// larger cost could never pass) and, for the log, which adds an entry per
+// unit of cost, at most MaxLogCost. Under CountDenied (Fixed) any cost up to
+// MaxCountedCost is taken: a larger one than the limit is counted and denied.
 func (p Policy) MaxCost() int {
-	if p.AlgorithmName() == Log {
+	switch a := p.AlgorithmName(); {
+	case p.CountDenied && a == Fixed:
+		return MaxCountedCost
+	case a == Log:
 		return min(p.SmallestLimit(), MaxLogCost)
 	}
 	return p.SmallestLimit()

@@ -32,36 +32,44 @@ type stateAlgorithm struct {
 	describe func(s *RuleState, nowMs int64, raw [3]int64)
 }
 
-// run runs the script with cost 0: a look that decides and writes nothing.
+// What the state scripts record (their ARGV[2]).
+const (
+	recordNothing = 0 // a peek, or a look at the state
+	recordAllowed = 1 // an allowed request's cost
+	recordAll     = 2 // the cost, allowed or not (Policy.CountDenied)
+)
+
+// run runs the script with cost 0, recording nothing: a look at the state.
 func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Policy) (int64, []RuleState, error) {
-	k, args := a.args(key, p, 0)
+	k, args := a.args(key, p, 0, recordNothing)
 	res, err := a.script.Run(ctx, l.rdb, []string{k}, args...).Int64Slice()
 	if err != nil {
 		return 0, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
 	}
-	_, now, rules, _, err := a.read(p, 0, res)
+	_, now, rules, _, err := a.read(p, 0, false, res)
 	return now, rules, err
 }
 
-func (a stateAlgorithm) args(key string, p Policy, cost int) (string, []any) {
-	args := make([]any, 0, 1+2*len(p.Rules))
-	args = append(args, cost)
+func (a stateAlgorithm) args(key string, p Policy, cost, record int) (string, []any) {
+	args := make([]any, 0, 2+2*len(p.Rules))
+	args = append(args, cost, record)
 	for _, r := range p.Rules {
 		args = append(args, r.Limit, r.WindowMs())
 	}
 	return AlgorithmKey(key, p.Name, a.name), args
 }
 
-// read parses the script's reply; when a request of cost > 0 was denied it
-// also returns each rule's wait until a request of cost 1 fits.
-func (a stateAlgorithm) read(p Policy, cost int, res []int64) (bool, int64, []RuleState, []int64, error) {
+// read parses the script's reply to a decision (decided) or a look. When a
+// decision's request was denied it also returns each rule's wait until a
+// request of cost 1 fits.
+func (a stateAlgorithm) read(p Policy, cost int, decided bool, res []int64) (bool, int64, []RuleState, []int64, error) {
 	if len(res) != 2+stateValues*len(p.Rules) {
 		return false, 0, nil, nil, fmt.Errorf("failed to read the %s script's reply: %d values", a.name, len(res))
 	}
 	allowed, now := res[0] == 1, res[1]
 	rules := make([]RuleState, len(p.Rules))
 	var retry1 []int64
-	if cost > 0 && !allowed {
+	if decided && !allowed {
 		retry1 = make([]int64, len(p.Rules))
 	}
 	for i, r := range p.Rules {
@@ -77,7 +85,7 @@ func (a stateAlgorithm) read(p Policy, cost int, res []int64) (bool, int64, []Ru
 			Remaining: max(0, r.Limit-used),
 			OldestMs:  -1,
 			ResetMs:   reset,
-			Violated:  cost > 0 && !allowed && retry > 0,
+			Violated:  decided && !allowed && retry > 0,
 			RetryMs:   retry,
 		}
 		a.describe(&rules[i], now, [3]int64{v[4], v[5], v[6]})
@@ -85,8 +93,8 @@ func (a stateAlgorithm) read(p Policy, cost int, res []int64) (bool, int64, []Ru
 	return allowed, now, rules, retry1, nil
 }
 
-func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int) (Decision, []int64, error) {
-	c := a.prepare(key, p, cost)
+func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
+	c := a.prepare(key, p, cost, peek)
 	res, err := l.eval(ctx, c.script, c.key, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
@@ -94,19 +102,26 @@ func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Pol
 	return c.decide(res)
 }
 
-func (a stateAlgorithm) prepare(key string, p Policy, cost int) prepared {
-	k, args := a.args(key, p, cost)
+func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepared {
+	record := recordAllowed
+	switch {
+	case peek:
+		record = recordNothing
+	case p.CountDenied && a.name == Fixed:
+		record = recordAll
+	}
+	k, args := a.args(key, p, cost, record)
 	return prepared{
 		script: a.script,
 		key:    k,
 		args:   args,
 		decide: func(res []int64) (Decision, []int64, error) {
-			allowed, now, rules, retry1, err := a.read(p, cost, res)
+			allowed, now, rules, retry1, err := a.read(p, cost, true, res)
 			if err != nil {
 				return Decision{}, nil, err
 			}
-			d := Decision{Allowed: allowed, Key: key, Policy: p.Name, Algorithm: a.name, Cost: cost, NowMs: now, Rules: rules}
-			if allowed {
+			d := Decision{Allowed: allowed, Key: key, Policy: p.Name, Algorithm: a.name, Cost: cost, NowMs: now, Rules: rules, Peek: peek}
+			if allowed && !peek {
 				d.ID = uuid.NewString()
 			}
 			for _, r := range rules {

@@ -5,8 +5,11 @@
 -- KEYS[1]  the hash rate_limit:{<key>}:<policy>:<algorithm>, one field per
 --          rule, named by its window in ms (e.g. "60000"); the field's value
 --          is the algorithm's state, whole numbers joined by ':'
--- ARGV[1]  cost (>= 1); 0 looks at the state without deciding or writing
--- ARGV[2…] the rules as pairs: limit, windowMs
+-- ARGV[1]  cost (>= 0)
+-- ARGV[2]  what to record: 1 an allowed request's cost (a decision), 2 the
+--          cost whether allowed or not (envoyproxy/ratelimit's counting), 0
+--          nothing (a peek; with cost 0, a look at the state)
+-- ARGV[3…] the rules as pairs: limit, windowMs
 --
 -- Returns {allowed, nowMs, then per rule: used, resetMs, retryMs, retry1Ms, s1, s2, s3}
 --   used      what the rule counts as used after this request (limit - what
@@ -24,11 +27,12 @@
 --
 -- A request is allowed only if every rule allows it; then every rule consumes
 -- its cost and the hash expires when the last rule has full room again.
--- A denied request changes nothing.
+-- A denied request changes nothing, unless ARGV[2] is 2.
 
 local key = KEYS[1]
 local cost = tonumber(ARGV[1])
-local nrules = (#ARGV - 1) / 2
+local record = tonumber(ARGV[2])
+local nrules = (#ARGV - 2) / 2
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -61,8 +65,8 @@ local function run(assess, consume, report)
   local states = {}
   local allowed = 1
   for i = 1, nrules do
-    local limit, w = tonumber(ARGV[2 * i]), tonumber(ARGV[2 * i + 1])
-    local stored = redis.call('HGET', key, ARGV[2 * i + 1])
+    local limit, w = tonumber(ARGV[2 * i + 1]), tonumber(ARGV[2 * i + 2])
+    local stored = redis.call('HGET', key, ARGV[2 * i + 2])
     local s = assess(limit, w, stored, cost)
     s.retry1 = 0
     if not s.fits then
@@ -83,8 +87,8 @@ local function run(assess, consume, report)
   local ttl = 0
   for i = 1, nrules do
     local s = states[i]
-    if allowed == 1 and cost > 0 then
-      writes[#writes + 1] = ARGV[2 * i + 1]
+    if cost > 0 and ((record == 1 and allowed == 1) or record == 2) then
+      writes[#writes + 1] = ARGV[2 * i + 2]
       writes[#writes + 1] = consume(s)
     end
     local used, reset, s1, s2, s3 = report(s)

@@ -418,6 +418,9 @@ func TestConfigErrorsStopStartup(t *testing.T) {
 		{nil, map[string]string{"RATESCOPE_CHECK_TIMEOUT": "soon"}, "RATESCOPE_CHECK_TIMEOUT"},
 		{[]string{"--log-format", "xml"}, nil, "--log-format"},
 		{[]string{"--nope"}, nil, "nope"},
+		{[]string{"--max-conns-per-client", "-1"}, nil, "--max-conns-per-client"},
+		{nil, map[string]string{"RATESCOPE_MAX_VIEWERS": "many"}, "RATESCOPE_MAX_VIEWERS"},
+		{[]string{"--max-viewers-per-client", "-5"}, nil, "--max-viewers-per-client"},
 	} {
 		args := append([]string{"ratescope"}, tc.args...)
 		err := server.Run(context.Background(), args, func(k string) string { return tc.env[k] }, io.Discard)

@@ -25,6 +25,7 @@ type app struct {
 	instance string
 	live     *live.View
 	races    races
+	viewers  *slots[string] // WebSocket viewers per client address (ClientAddr)
 }
 
 // observeReset tells live viewers a window was reset.

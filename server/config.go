@@ -47,6 +47,24 @@ type Config struct {
 	GRPCAddr string
 	// DenyCacheSize bounds the local deny cache (SPEC §9); 0 turns it off.
 	DenyCacheSize int
+	// EnvoyConfigDir holds envoyproxy/ratelimit's own config files, re-read
+	// with the config file; empty: none.
+	EnvoyConfigDir string
+	// EnvoyCompat makes the gRPC service answer as envoyproxy/ratelimit
+	// does, field for field, and decide its files' limits by fixed windows.
+	EnvoyCompat bool
+	// EnvoyShadow is envoyproxy/ratelimit's SHADOW_MODE: the gRPC service's
+	// overall answer is OK whatever its statuses say.
+	EnvoyShadow bool
+	// EnvoyHeaders are the headers compat answers carry
+	// (LIMIT_RESPONSE_HEADERS_ENABLED).
+	EnvoyHeaders envoyCompatHeaders
+	// MaxConnsPerClient caps the TCP connections one client address holds to
+	// the HTTP listener (trusted proxies exempt); 0: no cap.
+	MaxConnsPerClient int
+	// MaxViewers and MaxViewersPerClient cap the WebSocket viewers of this
+	// instance and of one client address; 0: no cap.
+	MaxViewers, MaxViewersPerClient int
 }
 
 // policyFlags collects repeated --policy flags.
@@ -121,13 +139,21 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.StringVar(&cfg.LogFormat, "log-format", env("RATESCOPE_LOG_FORMAT", "text"), "text or json (RATESCOPE_LOG_FORMAT)")
 	fs.StringVar(&cfg.ConfigFile, "config", env("RATESCOPE_CONFIG", ""), "YAML config file with policies, trusted proxies, forward-auth routes and Envoy mappings; reloaded on SIGHUP and on change (RATESCOPE_CONFIG)")
 	proxies := fs.String("trusted-proxies", env("RATESCOPE_TRUSTED_PROXIES", ""), "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed (RATESCOPE_TRUSTED_PROXIES)")
-	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", env("RATESCOPE_GRPC_ADDR", ""), "listen address of the Envoy rate limit gRPC service; empty: none (RATESCOPE_GRPC_ADDR)")
+	fs.StringVar(&cfg.EnvoyConfigDir, "envoy-config-dir", env("RATESCOPE_ENVOY_CONFIG_DIR", envoyRuntimeDir(getenv)), "folder of envoyproxy/ratelimit's own *.yaml config files, served by the Envoy rate limit service; reloaded on change (RATESCOPE_ENVOY_CONFIG_DIR, or RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config)")
+	fs.BoolVar(&cfg.EnvoyCompat, "envoy-compat", envBool("RATESCOPE_ENVOY_COMPAT"), "answer Envoy rate limit calls exactly as envoyproxy/ratelimit does, its files decided by fixed windows (RATESCOPE_ENVOY_COMPAT)")
+	fs.StringVar(&cfg.GRPCAddr, "grpc-addr", env("RATESCOPE_GRPC_ADDR", ""), "listen address of the Envoy rate limit gRPC service; empty: none, or GRPC_HOST:GRPC_PORT, or :8081 with --envoy-config-dir (RATESCOPE_GRPC_ADDR)")
 	fs.IntVar(&cfg.DenyCacheSize, "deny-cache-size", envInt("RATESCOPE_DENY_CACHE_SIZE", limiter.DefaultDenyCacheSize), "how many full windows the local deny cache answers without Redis; 0 turns it off (RATESCOPE_DENY_CACHE_SIZE)")
+	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", envInt("RATESCOPE_MAX_CONNS_PER_CLIENT", defaultMaxConnsPerClient), "the most TCP connections one client address may hold; trusted proxies are exempt; 0: no cap (RATESCOPE_MAX_CONNS_PER_CLIENT)")
+	fs.IntVar(&cfg.MaxViewers, "max-viewers", envInt("RATESCOPE_MAX_VIEWERS", defaultMaxViewers), "the most WebSocket viewers this instance serves; 0: no cap (RATESCOPE_MAX_VIEWERS)")
+	fs.IntVar(&cfg.MaxViewersPerClient, "max-viewers-per-client", envInt("RATESCOPE_MAX_VIEWERS_PER_CLIENT", defaultMaxViewersPerClient), "the most WebSocket viewers one client address may open; 0: no cap (RATESCOPE_MAX_VIEWERS_PER_CLIENT)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if err := envoyDefaults(&cfg, getenv, fs); err != nil {
+		errs = append(errs, err)
 	}
 
 	specs := []string(policies)
@@ -152,6 +178,14 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	if cfg.DenyCacheSize < 0 {
 		errs = append(errs, fmt.Errorf("--deny-cache-size %d: want 0 (off) or more", cfg.DenyCacheSize))
+	}
+	for _, c := range []struct {
+		flag string
+		n    int
+	}{{"max-conns-per-client", cfg.MaxConnsPerClient}, {"max-viewers", cfg.MaxViewers}, {"max-viewers-per-client", cfg.MaxViewersPerClient}} {
+		if c.n < 0 {
+			errs = append(errs, fmt.Errorf("--%s %d: want 0 (no cap) or more", c.flag, c.n))
+		}
 	}
 	if cfg.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.GRPCAddr); err != nil {

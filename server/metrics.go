@@ -19,7 +19,9 @@ type metrics struct {
 	redisErrors   *prometheus.CounterVec
 	configReloads *prometheus.CounterVec
 
+	connsRefused     prometheus.Counter
 	viewers          prometheus.Gauge
+	wsRefused        *prometheus.CounterVec
 	wsDropped        prometheus.Counter
 	pubsubDropped    prometheus.Counter
 	pubsubReconnects prometheus.Counter
@@ -64,6 +66,14 @@ func newMetrics() *metrics {
 			Name: "ratescope_config_reloads_total",
 			Help: "Config file reloads, by result: ok (applied) or error (refused; the running config stays).",
 		}, []string{"result"}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ratescope_conns_refused_total",
+			Help: "TCP connections closed as soon as they were accepted because their client address already held --max-conns-per-client.",
+		}),
+		wsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratescope_ws_refused_total",
+			Help: "WebSocket upgrades refused with 503, by reason: client (the client address held --max-viewers-per-client) or instance (this instance held --max-viewers).",
+		}, []string{"reason"}),
 		viewers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratescope_ws_viewers",
 			Help: "WebSocket connections watching a window on this instance.",
@@ -83,8 +93,10 @@ func newMetrics() *metrics {
 	}
 	m.configReloads.WithLabelValues("ok")
 	m.configReloads.WithLabelValues("error")
+	m.wsRefused.WithLabelValues(refusedClient)
+	m.wsRefused.WithLabelValues(refusedInstance)
 	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
-		m.viewers, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
+		m.connsRefused, m.viewers, m.wsRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -35,7 +35,7 @@ func FuzzCheckParams(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s[0], s[1])
 	}
-	cfg, err := buildSettings(Config{PolicySpecs: []string{"small=3/1m"}}, nil, newMetrics(), time.Now())
+	cfg, err := buildSettings(Config{PolicySpecs: []string{"small=3/1m"}}, nil, nil, newMetrics(), time.Now())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,8 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
 // reloadDebounce is how long the watcher waits after the last change to the
@@ -38,18 +40,23 @@ type configStore struct {
 	onChange func(policy string)
 
 	mu       sync.Mutex // one reload at a time
-	lastRead []byte     // the file content last read: in force, or refused
+	lastRead string     // what the files held when last read (inputs.digest): in force, or refused
 }
 
 // newConfigStore loads the settings at start-up; an invalid file stops it.
 func newConfigStore(cfg Config, m *metrics, log *slog.Logger) (*configStore, error) {
 	s := &configStore{cfg: cfg, metrics: m, log: log}
-	set, raw, err := s.read()
+	in, err := s.gather()
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	set, err := s.build(in)
 	if err != nil {
 		return nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	s.cur.Store(set)
-	s.lastRead = raw
+	s.lastRead = in.digest()
+	s.logWarnings(set)
 	return s, nil
 }
 
@@ -76,50 +83,95 @@ func (s *configStore) policy(name string) (*httplimit.Policy, bool) {
 	return p.Policy, true
 }
 
-// read builds settings from the flags and the file as it is now.
-func (s *configStore) read() (*settings, []byte, error) {
-	var file *parsedFile
-	var raw []byte
+// inputs are the files a config is built from, as read at one moment.
+type inputs struct {
+	config []byte           // the config file; nil: none
+	envoy  []envoyconf.File // envoyproxy/ratelimit's files; nil: no folder
+}
+
+// digest identifies the inputs: equal inputs, equal digests.
+func (in inputs) digest() string {
+	sum := sha256.Sum256(in.config)
+	return hex.EncodeToString(sum[:]) + envoyconf.Digest(in.envoy)
+}
+
+// gather reads the config file and the envoy folder as they are now.
+func (s *configStore) gather() (inputs, error) {
+	var in inputs
 	if s.cfg.ConfigFile != "" {
 		b, err := os.ReadFile(s.cfg.ConfigFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("failed to read the config file: %w", err)
+			return in, fmt.Errorf("failed to read the config file: %w", err)
 		}
-		raw = b
-		if file, err = parseFile(b); err != nil {
-			return nil, raw, fmt.Errorf("%s: %w", s.cfg.ConfigFile, err)
+		in.config = b
+	}
+	if s.cfg.EnvoyConfigDir != "" {
+		files, err := envoyconf.ReadDir(s.cfg.EnvoyConfigDir)
+		if err != nil {
+			return in, err
+		}
+		in.envoy = files
+	}
+	return in, nil
+}
+
+// build makes settings of the flags and in.
+func (s *configStore) build(in inputs) (*settings, error) {
+	var file *parsedFile
+	if s.cfg.ConfigFile != "" {
+		var err error
+		if file, err = parseFile(in.config); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.cfg.ConfigFile, err)
 		}
 	}
-	set, err := buildSettings(s.cfg, file, s.metrics, time.Now())
+	var envoyFiles *envoyconf.Set
+	if s.cfg.EnvoyConfigDir != "" {
+		var err error
+		if envoyFiles, err = envoyconf.Parse(in.envoy, envoyconf.Options{Compat: s.cfg.EnvoyCompat}); err != nil {
+			return nil, err
+		}
+	}
+	set, err := buildSettings(s.cfg, file, envoyFiles, s.metrics, time.Now())
 	if err != nil {
 		if s.cfg.ConfigFile != "" {
 			err = fmt.Errorf("%s: %w", s.cfg.ConfigFile, err)
 		}
-		return nil, raw, err
+		return nil, err
 	}
-	return set, raw, nil
+	return set, nil
 }
 
-// reload re-reads the config file and applies it when it is valid. With
-// onlyChanged (the file watcher), content equal to what was last read — in
-// force, or refused already — is no reload at all: a folder sees events for
-// other files too (the server's own log, perhaps), and an invalid file is
-// refused once, not at every event.
+// logWarnings logs what loading envoyproxy/ratelimit's files decided that
+// they did not say.
+func (s *configStore) logWarnings(set *settings) {
+	if set.envoyFiles == nil {
+		return
+	}
+	for _, w := range set.envoyFiles.Warnings() {
+		s.log.Warn(w)
+	}
+}
+
+// reload re-reads the config file and the envoy folder and applies them
+// when they are valid. With onlyChanged (the file watcher), content equal to
+// what was last read — in force, or refused already — is no reload at all: a
+// folder sees events for other files too (the server's own log, perhaps),
+// and an invalid file is refused once, not at every event.
 func (s *configStore) reload(reason string, onlyChanged bool) error {
-	if s.cfg.ConfigFile == "" {
+	if s.cfg.ConfigFile == "" && s.cfg.EnvoyConfigDir == "" {
 		s.log.Info("no config file to reload", "reason", reason)
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if onlyChanged {
-		if b, err := os.ReadFile(s.cfg.ConfigFile); err == nil && bytes.Equal(b, s.lastRead) {
-			return nil
-		}
+	in, err := s.gather()
+	if err == nil && onlyChanged && in.digest() == s.lastRead {
+		return nil
 	}
-	set, raw, err := s.read()
-	if raw != nil {
-		s.lastRead = raw
+	var set *settings
+	if err == nil {
+		s.lastRead = in.digest()
+		set, err = s.build(in)
 	}
 	if err != nil {
 		s.metrics.configReloads.WithLabelValues("error").Inc()
@@ -139,6 +191,7 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 	s.metrics.configReloads.WithLabelValues("ok").Inc()
 	s.log.Info("config reloaded", "reason", reason, "version", set.version, "previous", old.version,
 		"policies", len(set.policies), "routes", len(set.routes))
+	s.logWarnings(set)
 	return nil
 }
 
@@ -158,13 +211,22 @@ type watcher struct {
 func (s *configStore) watch() *watcher {
 	w := &watcher{store: s, hup: make(chan os.Signal, 1)}
 	signal.Notify(w.hup, syscall.SIGHUP)
-	if s.cfg.ConfigFile == "" {
+	var dirs []string
+	if s.cfg.ConfigFile != "" {
+		dirs = append(dirs, filepath.Dir(s.cfg.ConfigFile))
+	}
+	if s.cfg.EnvoyConfigDir != "" {
+		dirs = append(dirs, s.cfg.EnvoyConfigDir)
+	}
+	if len(dirs) == 0 {
 		return w
 	}
 	fw, err := fsnotify.NewWatcher()
-	if err == nil {
-		if err = fw.Add(filepath.Dir(s.cfg.ConfigFile)); err != nil {
-			fw.Close()
+	for _, d := range dirs {
+		if err == nil {
+			if err = fw.Add(d); err != nil {
+				fw.Close()
+			}
 		}
 	}
 	if err != nil {
@@ -205,11 +267,18 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-// concerns reports whether an event in the folder may have changed the config
-// file: one about the file's own name or, when the file is a symbolic link
-// (a Kubernetes ConfigMap swaps a ..data link beside it), any event.
+// concerns reports whether an event in a watched folder may have changed the
+// config: any in the envoy folder; one about the config file's own name or,
+// when the file is a symbolic link (a Kubernetes ConfigMap swaps a ..data
+// link beside it), any event in its folder.
 func (w *watcher) concerns(e fsnotify.Event) bool {
+	if d := w.store.cfg.EnvoyConfigDir; d != "" && filepath.Clean(filepath.Dir(e.Name)) == filepath.Clean(d) {
+		return true
+	}
 	path := w.store.cfg.ConfigFile
+	if path == "" {
+		return false
+	}
 	if filepath.Base(e.Name) == filepath.Base(path) {
 		return true
 	}

@@ -26,11 +26,14 @@ import (
 	"github.com/ratescope/ratescope/server/live"
 )
 
-// Server timeouts: slow clients must not pin connections.
+// Server timeouts: slow or idle clients must not pin connections. A request's
+// headers must arrive within readHeaderTimeout, the whole request with its
+// body within readTimeout; a keep-alive connection waits idleTimeout for its
+// next request.
 const (
 	readHeaderTimeout = 5 * time.Second
 	readTimeout       = 15 * time.Second
-	idleTimeout       = 120 * time.Second
+	idleTimeout       = 30 * time.Second
 	shutdownTimeout   = 10 * time.Second
 )
 
@@ -52,6 +55,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	log := newLogger(cfg.LogFormat, stdout)
+	if soft, hard, err := raiseOpenFiles(); err != nil {
+		log.Warn("open files limit not raised", "soft", soft, "hard", hard, "err", err)
+	} else {
+		log.Info("open files limit", "soft", soft, "hard", hard)
+	}
 
 	m := newMetrics()
 	store, err := newConfigStore(cfg, m, log)
@@ -76,6 +84,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
 	}
+	ln = limitConns(ln, cfg.MaxConnsPerClient, func() httplimit.TrustedProxies { return store.load().trusted }, m.connsRefused)
 	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log)
 	if err != nil {
 		ln.Close()
@@ -121,6 +130,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		metrics:  m,
 		instance: instance,
 		live:     view,
+		viewers:  newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),
 	}
 	e := newEcho(a)
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
 // settings is the configuration in force: what flags, environment and the
@@ -25,8 +26,11 @@ type settings struct {
 	unmatched string // allow or deny
 	routes    []route
 	envoy     []envoyDomain
-	version   string // a short hash of all of the above
-	loadedAt  time.Time
+	// envoyFiles are envoyproxy/ratelimit's own config files (nil: none);
+	// their limits are policies too.
+	envoyFiles *envoyconf.Set
+	version    string // a short hash of all of the above
+	loadedAt   time.Time
 }
 
 // policyEntry is a policy with what answers need of it prepared once per
@@ -70,18 +74,22 @@ func (s *settings) envoyPolicy(domain string, keys []string) (*policyEntry, bool
 }
 
 // buildSettings validates cfg's policies and trusted proxies with file's
-// (nil: no file) into the settings to apply. Every problem is reported,
-// each naming its field.
-func buildSettings(cfg Config, file *parsedFile, m *metrics, now time.Time) (*settings, error) {
+// (nil: no file) and envoyproxy/ratelimit's files (nil: none) into the
+// settings to apply. Every problem is reported, each naming its field.
+func buildSettings(cfg Config, file *parsedFile, envoyFiles *envoyconf.Set, m *metrics, now time.Time) (*settings, error) {
 	if file == nil {
 		file = &parsedFile{}
 	}
 	var errs []error
-	s := &settings{byName: map[string]*policyEntry{}, unmatched: "allow", loadedAt: now}
+	s := &settings{byName: map[string]*policyEntry{}, unmatched: "allow", loadedAt: now, envoyFiles: envoyFiles}
 
 	ps, err := mergePolicies(cfg.PolicySpecs, file)
 	if err != nil {
 		return nil, err
+	}
+	if envoyFiles != nil {
+		// Their names hold a "." and never clash with ratescope's own.
+		ps = append(ps, envoyFiles.Policies()...)
 	}
 	for _, p := range ps {
 		e := &policyEntry{Policy: httplimit.Prepare(p, m.policyCounters(p.Name))}
@@ -209,6 +217,9 @@ func buildEnvoy(file *parsedFile, s *settings) ([]envoyDomain, error) {
 		case len(fe.Descriptors) == 0:
 			errs = append(errs, file.fieldErr(path+".descriptors", "at least one descriptor is required"))
 		}
+		if s.envoyFiles != nil && s.envoyFiles.Has(fe.Domain) {
+			errs = append(errs, file.fieldErr(path+".domain", "domain %q is also the domain of a file of --envoy-config-dir; define it in one place", fe.Domain))
+		}
 		seen[fe.Domain] = true
 		d := envoyDomain{Domain: fe.Domain}
 		for j, fd := range fe.Descriptors {
@@ -238,7 +249,13 @@ func (s *settings) hash() string {
 		Unmatched string
 		Routes    []string
 		Envoy     []envoyDomain
+		// The files' lookup rules beyond their policies (replaces,
+		// unlimited, wildcards…) change the version too.
+		EnvoyFiles string `json:",omitempty"`
 	}{Trusted: s.trusted.Strings(), Unmatched: s.unmatched, Envoy: s.envoy}
+	if s.envoyFiles != nil {
+		canonical.EnvoyFiles = s.envoyFiles.Digest()
+	}
 	for _, p := range s.policies {
 		canonical.Policies = append(canonical.Policies, p.Policy.Policy)
 	}

@@ -12,7 +12,7 @@ func mustSettings(t *testing.T, flags Config, file string) *settings {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := buildSettings(flags, pf, newMetrics(), time.Now())
+	s, err := buildSettings(flags, pf, nil, newMetrics(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
 )
 
@@ -37,11 +38,23 @@ func handleLabWS(a *app, l *live.View) echo.HandlerFunc {
 }
 
 // accept upgrades a checked stream request from an allowed origin and serves
-// it until it ends; a foreign origin gets 403 as a problem document.
+// it until it ends; a foreign origin gets 403 as a problem document. Every
+// stream is a viewer: beyond the caps on viewers per instance and per client
+// the upgrade is refused with 503 before anything is upgraded.
 func accept(c echo.Context, a *app, serve func(*websocket.Conn)) error {
 	if !originAllowed(c.Request(), a.cfg.AllowedOrigins) {
 		return newProblem(http.StatusForbidden, "origin "+truncate(c.Request().Header.Get("Origin"), 100)+" may not open this stream; see --allowed-origins")
 	}
+	client := viewerClient(c.Request(), a.store.load().trusted)
+	if why := a.viewers.take(client); why != "" {
+		a.metrics.wsRefused.WithLabelValues(why).Inc()
+		detail := "this instance serves as many viewers as it may (--max-viewers); try again later"
+		if why == refusedClient {
+			detail = "this client address watches as many streams as it may (--max-viewers-per-client); close one or try again later"
+		}
+		return newProblem(http.StatusServiceUnavailable, detail).withHeader("Retry-After", viewersRetryAfter)
+	}
+	defer a.viewers.give(client)
 	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{
 		InsecureSkipVerify: true, // the origin was checked above, with a problem document on failure
 	})
@@ -51,6 +64,20 @@ func accept(c echo.Context, a *app, serve func(*websocket.Conn)) error {
 	defer conn.CloseNow()
 	serve(conn)
 	return nil
+}
+
+// viewersRetryAfter is the Retry-After of a viewer refused by a cap, in
+// seconds: viewers leave as people close tabs, not within a second.
+const viewersRetryAfter = "5"
+
+// viewerClient is whose viewer a stream request is: the client address,
+// behind trusted proxies the client they forward (httplimit.ClientAddr), or
+// the peer as given when that cannot be read.
+func viewerClient(r *http.Request, trusted httplimit.TrustedProxies) string {
+	if addr, err := httplimit.ClientAddr(r, trusted); err == nil {
+		return addr
+	}
+	return r.RemoteAddr
 }
 
 // originAllowed admits requests without an Origin (not from a browser), from

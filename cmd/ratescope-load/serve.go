@@ -32,9 +32,7 @@ const (
 // file descriptors) of its own. Flags are ratescope's; REDIS_URL comes from the
 // environment. It returns the exit code.
 func serveMain(args []string) int {
-	if _, err := raiseFileLimit(); err != nil {
-		fmt.Fprintln(os.Stderr, "serve: failed to raise the open-file limit:", err)
-	}
+	// server.Run raises the open-files limit itself.
 	if path := os.Getenv(serverProfileEnv); path != "" {
 		stop, err := startCPUProfile(path)
 		if err != nil {
@@ -164,8 +162,12 @@ type serverProc struct {
 
 // startServer re-executes this binary as "serve" with REDIS_URL=redisURL and
 // args (ratescope flags) on a free port, and waits until /healthz answers.
+// Every client of this tool is one address (127.0.0.1), so the caps on
+// connections and viewers per client are off: it measures the server, not
+// its caps.
 func startServer(ctx context.Context, dir, redisURL string, args ...string) (*serverProc, error) {
-	return startProc(ctx, dir, "the ratescope server", "server.log", []string{"REDIS_URL=" + redisURL}, "serve", args...)
+	uncapped := []string{"--max-conns-per-client", "0", "--max-viewers", "0", "--max-viewers-per-client", "0"}
+	return startProc(ctx, dir, "the ratescope server", "server.log", []string{"REDIS_URL=" + redisURL}, "serve", append(uncapped, args...)...)
 }
 
 // startReference runs the reference server (reference.go), this binary

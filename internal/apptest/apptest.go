@@ -37,9 +37,20 @@ func Start(t testing.TB, env map[string]string, args ...string) *App {
 	getenv := func(k string) string { return env[k] }
 	argv := append([]string{"ratescope", "--addr", "127.0.0.1:0"}, args...)
 	go func() { a.done <- server.Run(ctx, argv, getenv, a.out) }()
-	// The listening line in text or JSON log format.
-	listening := regexp.MustCompile(`msg"?[=:]"?ratescope listening"?[ ,]"?addr"?[=:]"?([^\s"]+)`)
-	deadline := time.Now().Add(20 * time.Second)
+	a.waitListening(t, 20*time.Second)
+	t.Cleanup(func() {
+		if err := a.Stop(); err != nil {
+			t.Errorf("server stopped with an error: %v", err)
+		}
+	})
+	return a
+}
+
+// waitListening waits until the server has logged its address and /healthz
+// answers, and fails the test when it stops or within has passed first.
+func (a *App) waitListening(t testing.TB, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for a.Addr == "" {
 		select {
 		case err := <-a.done:
@@ -73,12 +84,6 @@ func Start(t testing.TB, env map[string]string, args ...string) *App {
 	if m := envoyListening.FindStringSubmatch(a.out.String()); m != nil {
 		a.GRPCAddr = m[1]
 	}
-	t.Cleanup(func() {
-		if err := a.Stop(); err != nil {
-			t.Errorf("server stopped with an error: %v", err)
-		}
-	})
-	return a
 }
 
 // envoyListening finds the gRPC listener's address in the text or JSON log.

@@ -70,6 +70,13 @@ func (t TrustedProxies) TrustsPeer(r *http.Request) bool {
 	return ok && t.contains(peer)
 }
 
+// Trusts reports whether addr is a trusted proxy: for a connection's peer
+// before any request arrives on it, e.g. to exempt proxies from a cap on
+// connections per client.
+func (t TrustedProxies) Trusts(addr netip.Addr) bool {
+	return t.contains(addr.Unmap().WithZone(""))
+}
+
 // ClientAddr is who sent r: an IPv4 address as text ("203.0.113.7"), an IPv6
 // client as its /64 in CIDR form ("2001:db8:1:2::/64"), as one household or
 // customer usually holds a whole /64. As a client key it goes through

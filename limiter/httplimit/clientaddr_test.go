@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -101,5 +102,10 @@ func TestParseTrustedProxies(t *testing.T) {
 	}
 	if !peer("10.9.9.9:1") || !peer("[::1]:2") || peer("11.0.0.1:1") || peer("garbage") {
 		t.Fatal("TrustsPeer is wrong")
+	}
+	for addr, want := range map[string]bool{"10.9.9.9": true, "::ffff:127.0.0.1": true, "::1": true, "11.0.0.1": false, "2001:db9::1": false} {
+		if got := tp.Trusts(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("Trusts(%s) = %v, want %v", addr, got, want)
+		}
 	}
 }
