@@ -47,6 +47,8 @@ type batcher struct {
 	rdb         rediser
 	maxBatch    int
 	maxInFlight int
+	// replicas > 0 ends every pipeline with WAIT replicas (durable.go).
+	replicas int
 
 	mu       sync.Mutex
 	queue    []*call
@@ -64,7 +66,8 @@ type call struct {
 }
 
 // run queues one call of script, whose single key is key, and waits for it.
-// Any script that returns an array of integers fits.
+// The script is a decision script: it returns an array of integers whose
+// first is 1 when it allowed the request (and recorded it).
 func (b *batcher) run(ctx context.Context, script *redis.Script, key string, args []any) ([]int64, error) {
 	c := &call{ctx: ctx, script: script, key: key, args: args, done: make(chan struct{})}
 	b.mu.Lock()
@@ -129,11 +132,40 @@ func (b *batcher) send(batch []*call) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
+	b.sendCalls(ctx, live)
+}
 
-	cmds := b.pipeline(ctx, live, false)
+// sendCalls runs calls in one pipeline — one per node when durable on a
+// cluster — and hands each caller its result.
+func (b *batcher) sendCalls(ctx context.Context, calls []*call) {
+	if groups := b.byNode(ctx, calls); groups == nil {
+		b.sendGroup(ctx, b.rdb, calls)
+	} else {
+		var wg sync.WaitGroup
+		for _, g := range groups {
+			wg.Go(func() { b.sendGroup(ctx, g.rdb, g.calls) })
+		}
+		wg.Wait()
+	}
+	for _, c := range calls {
+		close(c.done)
+	}
+}
+
+// sendGroup runs calls as one pipeline on rdb (a connection: what WAIT
+// needs), the scripts Redis had not cached once more in full.
+func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call) {
+	cmds, wait := b.pipeline(ctx, rdb, calls, false)
+	var waits []*redis.IntCmd // each call's WAIT, when durable
+	if wait != nil {
+		waits = make([]*redis.IntCmd, len(calls))
+		for i := range waits {
+			waits[i] = wait
+		}
+	}
 	var retry []*call
 	var retryIdx []int
-	for i, c := range live {
+	for i, c := range calls {
 		if isNoScript(cmds[i].Err()) {
 			retry, retryIdx = append(retry, c), append(retryIdx, i)
 		}
@@ -141,25 +173,40 @@ func (b *batcher) send(batch []*call) {
 	if len(retry) > 0 {
 		// The script was not cached (a restarted or failed-over Redis): it did
 		// not run, so sending it again in full cannot count a request twice.
-		again := b.pipeline(ctx, retry, true)
+		again, wait := b.pipeline(ctx, rdb, retry, true)
 		for j, i := range retryIdx {
 			cmds[i] = again[j]
+			if wait != nil {
+				waits[i] = wait
+			}
 		}
 	}
-	for i, c := range live {
+	for i, c := range calls {
 		c.res, c.err = cmds[i].Int64Slice()
-		close(c.done)
+		if c.err == nil && len(c.res) > 0 && c.res[0] == 1 && waits != nil {
+			c.err = confirmed(b.replicas, waits[i])
+		}
 	}
 }
 
-func (b *batcher) pipeline(ctx context.Context, calls []*call, full bool) []*redis.Cmd {
-	pipe := b.rdb.Pipeline()
+// pipeliner is what a pipeline is sent on: the client, or one cluster node.
+type pipeliner interface{ Pipeline() redis.Pipeliner }
+
+// pipeline sends calls in one pipeline, ended by WAIT when durable (nil
+// otherwise); full sends each script's source (EVAL) instead of its hash.
+func (b *batcher) pipeline(ctx context.Context, rdb pipeliner, calls []*call, full bool) ([]*redis.Cmd, *redis.IntCmd) {
+	pipe := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
 		cmds[i] = queueScript(ctx, pipe, c.script, c.key, c.args, full)
 	}
+	var wait *redis.IntCmd
+	if b.replicas > 0 {
+		wait = redis.NewIntCmd(ctx, "wait", b.replicas, waitTimeout(calls).Milliseconds())
+		_ = pipe.Process(ctx, wait)
+	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
-	return cmds
+	return cmds, wait
 }
 
 // queueScript queues one run of a single-key script on pipe: by its hash, or

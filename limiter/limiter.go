@@ -41,6 +41,9 @@ type Limiter struct {
 	rdb   rediser
 	batch *batcher   // nil: one round trip per check
 	cache *denyCache // nil: no local deny cache
+	// replicas must hold an allowed decision before it is answered
+	// (WithDurableReplicas); 0: none.
+	replicas int
 	// running is set while Run follows resets.
 	running atomic.Bool
 }
@@ -56,6 +59,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	WithDenyCache(DefaultDenyCacheSize)(l)
 	for _, o := range opts {
 		o(l)
+	}
+	if l.batch != nil {
+		l.batch.replicas = l.replicas
 	}
 	return l
 }
@@ -227,6 +233,11 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 func (l *Limiter) eval(ctx context.Context, s *redis.Script, key string, args []any) ([]int64, error) {
 	if l.batch != nil {
 		return l.batch.run(ctx, s, key, args)
+	}
+	if l.replicas > 0 { // WAIT needs the script's connection: a pipeline of one
+		c := &call{ctx: ctx, script: s, key: key, args: args, done: make(chan struct{})}
+		(&batcher{rdb: l.rdb, replicas: l.replicas}).sendCalls(ctx, []*call{c})
+		return c.res, c.err
 	}
 	return s.Run(ctx, l.rdb, []string{key}, args...).Int64Slice()
 }

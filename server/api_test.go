@@ -475,10 +475,12 @@ func TestFailModes(t *testing.T) {
 						}
 					}
 				}
-				ready := do(t, "GET", app.URL+"/readyz", "")
-				if want := map[string]int{"closed": 503, "open": 200}[mode]; ready.status != want || ready.body["redis"] != "down" {
-					t.Fatalf("%s: readyz %d %s", phase, ready.status, ready.raw)
-				}
+				// Readiness follows within a probe or two.
+				waitFor(t, readyOffWithin, phase+": readyz", func() bool {
+					ready := do(t, "GET", app.URL+"/readyz", "")
+					want := map[string]int{"closed": 503, "open": 200}[mode]
+					return ready.status == want && ready.body["redis"] == "down"
+				})
 			}
 			rs.Pause()
 			expect("paused")

@@ -9,6 +9,7 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/readiness"
 )
 
 // app holds what the handlers share: configuration, the limiter and Redis,
@@ -24,6 +25,7 @@ type app struct {
 	metrics  *metrics
 	instance string
 	live     *live.View
+	ready    *readiness.Monitor // whether Redis accepts writes: /readyz, gRPC health
 	races    races
 	viewers  *slots[string] // WebSocket viewers per client address (ClientAddr)
 }

@@ -65,6 +65,9 @@ type Config struct {
 	// MaxViewers and MaxViewersPerClient cap the WebSocket viewers of this
 	// instance and of one client address; 0: no cap.
 	MaxViewers, MaxViewersPerClient int
+	// DurableReplicas is how many replicas must hold an allowed decision
+	// before it is answered (WAIT); 0: none (SPEC §10).
+	DurableReplicas int
 }
 
 // policyFlags collects repeated --policy flags.
@@ -146,6 +149,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", envInt("RATESCOPE_MAX_CONNS_PER_CLIENT", defaultMaxConnsPerClient), "the most TCP connections one client address may hold; trusted proxies are exempt; 0: no cap (RATESCOPE_MAX_CONNS_PER_CLIENT)")
 	fs.IntVar(&cfg.MaxViewers, "max-viewers", envInt("RATESCOPE_MAX_VIEWERS", defaultMaxViewers), "the most WebSocket viewers this instance serves; 0: no cap (RATESCOPE_MAX_VIEWERS)")
 	fs.IntVar(&cfg.MaxViewersPerClient, "max-viewers-per-client", envInt("RATESCOPE_MAX_VIEWERS_PER_CLIENT", defaultMaxViewersPerClient), "the most WebSocket viewers one client address may open; 0: no cap (RATESCOPE_MAX_VIEWERS_PER_CLIENT)")
+	fs.IntVar(&cfg.DurableReplicas, "durable-replicas", envInt("RATESCOPE_DURABLE_REPLICAS", 0), "answer an allowed check only once this many replicas hold it (WAIT, within the check timeout); 0: don't wait (RATESCOPE_DURABLE_REPLICAS)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -186,6 +190,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		if c.n < 0 {
 			errs = append(errs, fmt.Errorf("--%s %d: want 0 (no cap) or more", c.flag, c.n))
 		}
+	}
+	switch {
+	case cfg.DurableReplicas < 0:
+		errs = append(errs, fmt.Errorf("--durable-replicas %d: want 0 (don't wait) or more", cfg.DurableReplicas))
+	case cfg.DurableReplicas > 0 && cfg.RedisURL == "":
+		errs = append(errs, fmt.Errorf("--durable-replicas %d: the embedded Redis has no replicas to wait for; set --redis-url to a Redis with replicas, or use 0", cfg.DurableReplicas))
 	}
 	if cfg.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.GRPCAddr); err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/readiness"
 	"github.com/ratescope/ratescope/server/rls"
 )
 
@@ -17,8 +18,8 @@ import (
 type envoyService struct {
 	srv *rls.Server
 	ln  net.Listener
-	// failOpen keeps health SERVING while Redis is down: as /readyz says,
-	// every call still gets an answer then.
+	// failOpen keeps health SERVING while Redis cannot decide: as /readyz
+	// says, every call still gets an answer then.
 	failOpen bool
 	maps     atomic.Pointer[envoyMaps]
 }
@@ -55,10 +56,10 @@ func (e *envoyService) register(checker *httplimit.Checker, store *configStore, 
 	}))
 }
 
-// redisStatus follows Redis's state as the live view's clock finds it: with
-// the fail mode closed, health is NOT_SERVING while Redis is down, as /readyz
+// redisStatus follows readiness: with the fail mode closed, health is
+// NOT_SERVING while Redis does not accept the limiter's writes, as /readyz
 // answers 503 then.
-func (e *envoyService) redisStatus(up bool) { e.srv.SetServing(up || e.failOpen) }
+func (e *envoyService) redisStatus(s readiness.State) { e.srv.SetServing(s.Ready() || e.failOpen) }
 
 // serve accepts calls until stop.
 func (e *envoyService) serve() error { return e.srv.Serve(e.ln) }

@@ -215,10 +215,10 @@ func TestEnvoyHealthFailOpen(t *testing.T) {
 	hc := healthpb.NewHealthClient(grpcConn(t, app))
 	rs.Pause()
 	defer rs.Resume()
-	waitFor(t, 15*time.Second, "the live view finds Redis down", func() bool {
-		return strings.Contains(app.Logs(), "redis status changed") && strings.Contains(app.Logs(), "redis=down")
+	waitFor(t, 15*time.Second, "readiness finds Redis down", func() bool {
+		return do(t, "GET", app.URL+"/readyz", "").body["redis"] == "down"
 	})
-	time.Sleep(100 * time.Millisecond) // a wrong NOT_SERVING would follow the log line at once
+	time.Sleep(100 * time.Millisecond) // a wrong NOT_SERVING would follow at once
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: rls.ServiceName})

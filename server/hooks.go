@@ -23,14 +23,15 @@ type checkMetrics struct {
 // Started: ratescope_checks_in_flight.
 func (o checkMetrics) Started(httplimit.Target) { o.m.checksActive.Inc() }
 
-// Finished times the limiter call, and counts and logs one that Redis failed
-// or timed out.
+// Finished times the limiter call, and counts one that Redis failed or timed
+// out.
 func (o checkMetrics) Finished(t httplimit.Target, res httplimit.Result, took time.Duration) {
 	o.m.checksActive.Dec()
 	o.m.checkDuration.Observe(took.Seconds())
 	if res.Err != nil {
 		o.m.redisErrors.WithLabelValues("check").Inc()
-		o.log.Warn("check failed", "policy", t.Policy.Name, "fail_mode", o.failMode, "err", res.Err)
+		// One line per check only at debug: readiness logs an outage once.
+		o.log.Debug("check failed", "policy", t.Policy.Name, "fail_mode", o.failMode, "err", res.Err)
 	}
 }
 

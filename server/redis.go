@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -17,8 +18,9 @@ import (
 const dialTimeout = time.Second
 
 // connectRedis builds the client SPEC §1 describes: the embedded Redis when no
-// URL is given, a cluster client when the URL carries addr= parameters or
-// --redis-cluster is set, else a single-node client. It does not wait for
+// URL is given, go-redis's failover client when the URL names a Sentinel
+// master (master_name=), a cluster client when the URL carries addr=
+// parameters or --redis-cluster is set, else a single-node client. It does not wait for
 // Redis: an unreachable Redis is reported by /readyz and the fail mode.
 func connectRedis(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
 	quietRedisLogs.Do(func() { redis.SetLogger(redisLogger{}) })
@@ -40,7 +42,16 @@ func connectRedis(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), 
 		return nil, nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
 	}
 	var rdb redis.UniversalClient
-	if cfg.RedisCluster || u.Query().Has("addr") {
+	if u.Query().Has("master_name") {
+		if cfg.RedisCluster {
+			closeEmbedded()
+			return nil, nil, errors.New("failed to connect to Redis: --redis-cluster and a Sentinel URL (master_name=) exclude each other")
+		}
+		if rdb, err = connectSentinel(rawURL, log); err != nil {
+			closeEmbedded()
+			return nil, nil, err
+		}
+	} else if cfg.RedisCluster || u.Query().Has("addr") {
 		opt, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
 			closeEmbedded()

@@ -24,6 +24,7 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/readiness"
 )
 
 // Server timeouts: slow or idle clients must not pin connections. A request's
@@ -72,7 +73,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer closeRedis()
 
-	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize))
+	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize), limiter.WithDurableReplicas(cfg.DurableReplicas))
 	m.countLocalDenials(lim)
 	store.onChange = lim.Forget
 	// The deny cache serves only while it follows resets from every instance.
@@ -90,10 +91,15 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		ln.Close()
 		return err
 	}
-	var redisStatus func(up bool)
+	// Readiness hears of every check and tells gRPC health.
+	ready := readiness.New(rdb, log)
 	if envoy != nil {
-		redisStatus = envoy.redisStatus
+		ready.OnChange(envoy.redisStatus)
 	}
+	readyCtx, stopReady := context.WithCancel(context.Background())
+	readyDone := make(chan struct{})
+	go func() { ready.Run(readyCtx); close(readyDone) }()
+	defer func() { stopReady(); <-readyDone }()
 	instance := uuid.NewString()[:8]
 	// The live view comes first: every entry point's checks report to it.
 	view := live.New(live.Deps{
@@ -103,7 +109,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Instance:     instance,
 		TickInterval: cfg.TickInterval,
 		CheckTimeout: cfg.CheckTimeout,
-		RedisStatus:  redisStatus,
 		Log:          log,
 		Metrics:      m.live(),
 	})
@@ -113,6 +118,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		FailMode: cfg.FailMode,
 		Observers: []httplimit.Observer{
 			checkMetrics{m: m, log: log, failMode: cfg.FailMode},
+			ready,
 			httplimit.Hooks{Decision: view.Decision},
 		},
 	}
@@ -130,6 +136,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		metrics:  m,
 		instance: instance,
 		live:     view,
+		ready:    ready,
 		viewers:  newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),
 	}
 	e := newEcho(a)
@@ -153,7 +160,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		policies[i] = p.Policy.Policy.String()
 	}
 	log.Info("ratescope listening", "addr", ln.Addr().String(), "url", "http://"+displayAddr(ln.Addr()),
-		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(),
+		"instance", a.instance, "fail_mode", cfg.FailMode, "check_timeout", cfg.CheckTimeout.String(), "durable_replicas", cfg.DurableReplicas,
 		"policies", strings.Join(policies, ";"), "config", cfg.ConfigFile, "version", set.version,
 		"routes", len(set.routes), "trusted_proxies", strings.Join(set.trusted.Strings(), ","))
 	if envoy != nil {

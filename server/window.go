@@ -9,6 +9,7 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/readiness"
 )
 
 // windowParams reads and checks key and policy of a window request.
@@ -109,22 +110,22 @@ func handleHealthz() echo.HandlerFunc {
 }
 
 // handleReadyz says whether a check would be decided: in fail-closed mode
-// that needs Redis; in fail-open mode every check gets an answer anyway.
+// that needs a Redis that accepts the limiter's writes, as readiness last
+// found it (no Redis call per request); in fail-open mode every check gets an
+// answer anyway. Either way the body names Redis's state: "up", or the error
+// that keeps it from deciding ("readonly", "oom", "down").
 func handleReadyz(a *app) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
+		ctx, cancel := context.WithTimeout(c.Request().Context(), readiness.ProbeTimeout)
 		defer cancel()
-		redisState := "up"
-		if err := a.rdb.Ping(ctx).Err(); err != nil {
-			redisState = "down"
-		}
-		if redisState == "down" && a.cfg.FailMode == httplimit.FailClosed {
-			p := unavailable("Redis is unreachable and the fail mode is closed")
+		st := a.ready.Wait(ctx)
+		if !st.Ready() && a.cfg.FailMode == httplimit.FailClosed {
+			p := unavailable("Redis does not accept the limiter's writes (" + st.Redis + ") and the fail mode is closed")
 			return writeProblem(c, p.Status, struct {
 				*problem
 				Redis string `json:"redis"`
-			}{p, redisState}, p.header)
+			}{p, st.Redis}, p.header)
 		}
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "redis": redisState, "failMode": string(a.cfg.FailMode)})
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready", "redis": st.Redis, "failMode": string(a.cfg.FailMode)})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,11 @@ const clusterTimeout = 30 * time.Second
 // their files in folders below dir, joins them with redis-cli --cluster create
 // and waits for cluster_state:ok. On error, whatever started is stopped.
 func LaunchCluster(ctx context.Context, dir string) (nodes []*Process, err error) {
+	return launchCluster(ctx, dir, 0)
+}
+
+// launchCluster starts three masters with replicas replicas each.
+func launchCluster(ctx context.Context, dir string, replicas int) (nodes []*Process, err error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("failed to find redis-server on PATH (%s): %w", InstallHint("redis-server"), err)
@@ -33,7 +39,7 @@ func LaunchCluster(ctx context.Context, dir string) (nodes []*Process, err error
 		}
 	}()
 	var addrs []string
-	for i := range 3 {
+	for i := range 3 * (1 + replicas) {
 		nodeDir := filepath.Join(dir, fmt.Sprintf("node%d", i))
 		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
 			return nodes, fmt.Errorf("failed to create a cluster node's folder: %w", err)
@@ -49,20 +55,28 @@ func LaunchCluster(ctx context.Context, dir string) (nodes []*Process, err error
 		addrs = append(addrs, n.Addr)
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
 		return nodes, fmt.Errorf("failed to create the cluster: %w\n%s", err, out)
 	}
-	if err := WaitReady(ctx, clusterTimeout, nil, func() error { return clusterOK(ctx, addrs) }); err != nil {
+	if err := WaitReady(ctx, clusterTimeout, nil, func() error { return clusterOK(ctx, addrs, replicas) }); err != nil {
 		return nodes, fmt.Errorf("failed to reach cluster_state:ok: %w", err)
 	}
 	return nodes, nil
 }
 
-func clusterOK(ctx context.Context, addrs []string) error {
+func clusterOK(ctx context.Context, addrs []string, replicas int) error {
 	for _, addr := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: addr})
 		info, err := c.ClusterInfo(ctx).Result()
+		if err == nil && replicas > 0 {
+			// Each master has its replicas online, so WAIT can count them.
+			var role string
+			if role, err = c.Info(ctx, "replication").Result(); err == nil &&
+				strings.Contains(role, "role:master") && strings.Count(role, ",state=online,") < replicas {
+				err = fmt.Errorf("%s has not all its replicas in sync yet", addr)
+			}
+		}
 		_ = c.Close()
 		if err != nil {
 			return err
@@ -72,6 +86,35 @@ func clusterOK(ctx context.Context, addrs []string) error {
 		}
 	}
 	return nil
+}
+
+// ReplicaOf is the node that replicates the cluster master at addr.
+func ReplicaOf(ctx context.Context, nodes []*Process, master string) (*Process, error) {
+	c := redis.NewClient(&redis.Options{Addr: master})
+	defer c.Close()
+	out, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the cluster's nodes: %w", err)
+	}
+	var masterID string
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && strings.HasPrefix(f[1], master+"@") {
+			masterID = f[0]
+		}
+	}
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[3] == masterID && masterID != "" {
+			addr, _, _ := strings.Cut(f[1], "@")
+			for _, n := range nodes {
+				if n.Addr == addr {
+					return n, nil
+				}
+			}
+		}
+	}
+	return nil, fmt.Errorf("no node replicates %s", master)
 }
 
 // ClusterURL is the form ratescope's REDIS_URL takes for a cluster:

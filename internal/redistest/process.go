@@ -39,10 +39,12 @@ type Process struct {
 
 	bin    string
 	dir    string
+	conf   string // a config file to start from (a sentinel's); empty: none
 	port   int
 	args   []string
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
+	paused bool
 }
 
 // Launch starts redis-server from PATH with its files in dir and extra
@@ -77,11 +79,15 @@ func launchOnFreePort(ctx context.Context, p *Process, cluster bool) (*Process, 
 func (p *Process) launch(ctx context.Context) error {
 	p.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(p.port))
 	p.URL = "redis://" + p.Addr + "/0"
-	args := append([]string{
+	var args []string
+	if p.conf != "" {
+		args = append(args, p.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(p.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", p.dir,
-		"--daemonize", "no", "--protected-mode", "no",
-	}, p.args...)
+		"--daemonize", "no", "--protected-mode", "no")
+	args = append(args, p.args...)
 	logPath := filepath.Join(p.dir, "redis.log")
 	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -161,7 +167,7 @@ func (p *Process) Stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process must be able to die
 	_ = p.cmd.Process.Kill()
 	<-p.exited
-	p.cmd = nil
+	p.cmd, p.paused = nil, false
 }
 
 // Restart starts the server again on the same port, empty.
@@ -181,10 +187,21 @@ func (p *Process) Restart(ctx context.Context) error {
 }
 
 // Pause freezes the server with SIGSTOP: connections stay open, nothing answers.
-func (p *Process) Pause() error { return p.signal(syscall.SIGSTOP) }
+func (p *Process) Pause() error {
+	err := p.signal(syscall.SIGSTOP)
+	p.paused = p.paused || err == nil
+	return err
+}
 
 // Resume undoes Pause.
-func (p *Process) Resume() error { return p.signal(syscall.SIGCONT) }
+func (p *Process) Resume() error {
+	err := p.signal(syscall.SIGCONT)
+	p.paused = p.paused && err != nil
+	return err
+}
+
+// Answering reports whether the server runs and is not paused.
+func (p *Process) Answering() bool { return p.cmd != nil && !p.paused }
 
 func (p *Process) signal(sig syscall.Signal) error {
 	if p.cmd == nil {

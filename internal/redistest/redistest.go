@@ -146,31 +146,58 @@ func (s *Server) Resume() {
 	}
 }
 
-// Cluster is a three-node Redis Cluster (masters only) owned by a test.
+// Cluster is a Redis Cluster of three masters owned by a test.
 type Cluster struct {
 	Addrs []string
 	// URL is the form ratescope's REDIS_URL takes for a cluster:
 	// redis://h1:p1?addr=h2:p2&addr=h3:p3
-	URL string
-	t   testing.TB
+	URL   string
+	t     testing.TB
+	nodes []*Process
 }
 
 // StartCluster starts a three-node cluster, stopped when the test ends.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
+	return startCluster(t, 0)
+}
+
+// StartClusterWithReplicas starts a cluster of three masters with a replica
+// each, stopped when the test ends.
+func StartClusterWithReplicas(t testing.TB) *Cluster {
+	t.Helper()
+	return startCluster(t, 1)
+}
+
+func startCluster(t testing.TB, replicas int) *Cluster {
+	t.Helper()
 	Need(t, "redis-server")
 	Need(t, "redis-cli")
-	nodes, err := LaunchCluster(context.Background(), t.TempDir())
+	nodes, err := launchCluster(context.Background(), t.TempDir(), replicas)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { StopAll(nodes) })
-	c := &Cluster{t: t}
+	c := &Cluster{t: t, nodes: nodes}
 	for _, n := range nodes {
 		c.Addrs = append(c.Addrs, n.Addr)
 	}
 	c.URL = ClusterURL(c.Addrs)
 	return c
+}
+
+// PauseReplicaOf freezes (SIGSTOP) the replica of the master at addr until
+// the test ends.
+func (c *Cluster) PauseReplicaOf(master string) {
+	c.t.Helper()
+	r, err := ReplicaOf(context.Background(), c.nodes, master)
+	if err == nil {
+		err = r.Pause()
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { _ = r.Resume() })
 }
 
 // Client returns a cluster client, closed when the test ends.

@@ -211,3 +211,41 @@ func TestNeed(t *testing.T) {
 		t.Fatal("Need found no go")
 	}
 }
+
+// TestDeployment: the sentinels name the first node; a write there reaches
+// the replica; after the master is killed they name the replica, which
+// answers as a master; the old master restarts empty.
+func TestDeployment(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now()
+	d := StartDeployment(t, DeploymentConfig{})
+	t.Logf("started in %s: %s", time.Since(start).Round(time.Millisecond), d.URL)
+	old := d.Master()
+	if old != d.Nodes[0].Addr {
+		t.Fatalf("the sentinels name %s, want %s", old, d.Nodes[0].Addr)
+	}
+	if err := d.Client(old).Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	replica := d.Client(d.Nodes[1].Addr)
+	if err := WaitReady(ctx, 5*time.Second, nil, func() error { return replica.Get(ctx, "k").Err() }); err != nil {
+		t.Fatalf("the replica did not get the write: %v", err)
+	}
+	d.Kill(old)
+	killed := time.Now()
+	moved := d.WaitMoved(old)
+	t.Logf("moved to %s %s after the kill", moved, time.Since(killed).Round(time.Millisecond))
+	if moved != d.Nodes[1].Addr {
+		t.Fatalf("moved to %s, want %s", moved, d.Nodes[1].Addr)
+	}
+	if v, err := d.Client(moved).Get(ctx, "k").Result(); err != nil || v != "v" {
+		t.Fatalf("the promoted replica has %q, %v", v, err)
+	}
+	d.Restart(old)
+	if n, err := d.Client(old).DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Fatalf("the restarted node holds %d keys, %v", n, err)
+	}
+	if !strings.HasPrefix(SentinelURL([]string{"a:1", "b:2"}), "redis://a:1?master_name="+MasterName+"&addr=b:2") {
+		t.Fatal(SentinelURL([]string{"a:1", "b:2"}))
+	}
+}

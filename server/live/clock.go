@@ -60,10 +60,8 @@ func (v *View) setStatus(up bool) bool {
 		if up {
 			state = "up"
 		}
-		v.d.Log.Warn("redis status changed", "redis", state)
-		if v.d.RedisStatus != nil {
-			v.d.RedisStatus(up)
-		}
+		// Readiness logs Redis outages for the whole server.
+		v.d.Log.Debug("viewers' redis status changed", "redis", state)
 	}
 	if changed || !up {
 		v.hub.BroadcastLatest(kindStatus, msg)

@@ -48,12 +48,8 @@ type Deps struct {
 	TickInterval time.Duration
 	// CheckTimeout bounds every Redis call the live view makes.
 	CheckTimeout time.Duration
-	// RedisStatus, when set, hears each change of Redis's state as the clock
-	// ticks find it (it starts up), so other parts of the server (the gRPC
-	// health service) follow Redis without polling it a second time.
-	RedisStatus func(up bool)
-	Log         *slog.Logger
-	Metrics     Metrics
+	Log          *slog.Logger
+	Metrics      Metrics
 }
 
 // Metrics are the figures the live view keeps; nil fields are not kept.

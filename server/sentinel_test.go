@@ -1,0 +1,155 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ratescope/ratescope/internal/redistest"
+)
+
+// afterPromotion bounds how long checks may fail once the sentinels have
+// promoted a replica.
+const afterPromotion = 5 * time.Second
+
+// scriptCalls is how many scripts clients sent the node at addr (EVAL and
+// EVALSHA): a replica counts none for what its master sends it, which Redis
+// replicates as the scripts' effects.
+func scriptCalls(t *testing.T, d *redistest.Sentinels, addr string) int64 {
+	t.Helper()
+	info, err := d.Client(addr).Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for line := range strings.SplitSeq(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_eval:") || strings.HasPrefix(line, "cmdstat_evalsha:") {
+			calls, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, ":")+1:], "calls="), ",")
+			c, _ := strconv.ParseInt(calls, 10, 64)
+			n += c
+		}
+	}
+	return n
+}
+
+// promoted waits until some sentinel names a master other than old.
+func promoted(t *testing.T, d *redistest.Sentinels, old string) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, v := range d.Views(context.Background()) {
+			if v != "" && v != old {
+				return time.Now()
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no sentinel promoted a replica of %s within 30s\n%s", old, d.SentinelLogs(20))
+	return time.Time{}
+}
+
+// checkUntilOK checks until one answers 200 and returns when that was.
+func checkUntilOK(t *testing.T, url string, within time.Duration) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		r := do(t, "POST", url+"&key="+newKey(), "")
+		if r.status == http.StatusOK {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checks still fail after %v: %d %s", within, r.status, r.raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSentinelFailover: with a Sentinel URL, checks succeed again within 5 s
+// of a promotion after the master is killed, and the old master, restarted
+// empty once the sentinels have moved, never receives a check.
+func TestSentinelFailover(t *testing.T) {
+	d := redistest.StartDeployment(t, redistest.DeploymentConfig{})
+	app := startApp(t, map[string]string{"REDIS_URL": d.URL}, "--check-timeout", "1s", "--policy", "api=1000/10s")
+	check := app.URL + "/api/v1/check?policy=api"
+	checkUntilOK(t, check, 10*time.Second)
+	if !strings.Contains(app.Logs(), "using Redis Sentinel") {
+		t.Fatalf("no log line names Sentinel:\n%s", app.Logs())
+	}
+
+	old := d.Master()
+	d.Kill(old)
+	promotedAt := promoted(t, d, old)
+	back := checkUntilOK(t, check, afterPromotion)
+	t.Logf("checks succeed again %v after the promotion", back.Sub(promotedAt).Round(time.Millisecond))
+
+	d.WaitMoved(old)
+	d.Restart(old)
+	for range 50 {
+		if r := do(t, "POST", check+"&key="+newKey(), ""); r.status != http.StatusOK {
+			t.Fatalf("a check after the restart: %d %s", r.status, r.raw)
+		}
+	}
+	if n := scriptCalls(t, d, old); n != 0 {
+		t.Fatalf("the restarted old master received %d scripts", n)
+	}
+}
+
+// TestSentinelManualFailover: SENTINEL FAILOVER while checks run on pooled
+// connections to the master: checks succeed again within 5 s of the
+// promotion, and once the old master has become a replica (READONLY to any
+// write) they still do — no instance is left talking to it.
+func TestSentinelManualFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for Sentinel to turn the old master into a replica (~10 s)")
+	}
+	d := redistest.StartDeployment(t, redistest.DeploymentConfig{})
+	app := startApp(t, map[string]string{"REDIS_URL": d.URL}, "--check-timeout", "1s", "--policy", "api=1000/10s")
+	check := app.URL + "/api/v1/check?policy=api"
+	checkUntilOK(t, check, 10*time.Second)
+	old := d.Master()
+
+	// Load on several connections, so the pool holds some to the old master.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var last atomic.Int64 // unix ms of the last failed check
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				resp, err := http.Post(check+"&key="+newKey(), "", nil)
+				if err == nil {
+					resp.Body.Close()
+				}
+				if err != nil || resp.StatusCode != http.StatusOK {
+					last.Store(time.Now().UnixMilli())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
+	}
+	defer func() { stop(); wg.Wait() }()
+
+	if err := d.Failover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	promotedAt := promoted(t, d, old)
+	checkUntilOK(t, check, afterPromotion)
+	d.WaitMoved(old)
+	calls := scriptCalls(t, d, old)
+	oldMaster := d.Client(old)
+	waitFor(t, 30*time.Second, "the old master to become a replica", func() bool {
+		role, err := oldMaster.Do(context.Background(), "ROLE").Slice()
+		return err == nil && len(role) > 0 && role[0] == "slave"
+	})
+	time.Sleep(time.Second)
+	if f := last.Load(); f > promotedAt.Add(afterPromotion).UnixMilli() {
+		t.Fatalf("a check failed %v after the promotion", time.UnixMilli(f).Sub(promotedAt).Round(time.Millisecond))
+	}
+	if n := scriptCalls(t, d, old) - calls; n != 0 {
+		t.Fatalf("the old master received %d scripts after the sentinels moved", n)
+	}
+}
