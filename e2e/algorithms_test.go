@@ -94,6 +94,11 @@ func TestPageEveryAlgorithm(t *testing.T) {
 			t.Fatalf("%s: log %+v, want the 429 newest above a 200", p.name, s.Log)
 		}
 		v = evaluate[algoView](tb, algoViewJS)
+		// The canvas is blank from a resize until the next frame draws it: on
+		// a busy machine that frame may not have run yet.
+		for deadline := time.Now().Add(waitTimeout); p.algorithm != "log" && v.Shown && !v.Painted && time.Now().Before(deadline); time.Sleep(pollEvery) {
+			v = evaluate[algoView](tb, algoViewJS)
+		}
 		if p.algorithm == "log" {
 			if v.Shown || len(s.IDs) != limit {
 				t.Fatalf("%s: state canvas shown %v, %d timeline entries; want the log's %d entries", p.name, v.Shown, len(s.IDs), limit)

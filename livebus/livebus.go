@@ -1,109 +1,11 @@
-// Package livebus is the protocol ratescope instances speak to each other over
-// Redis Pub/Sub, defined once: the channel, the envelope and its kinds, how a
-// batch of envelopes is encoded, the decision message viewers receive, and
-// presence (which windows some instance's viewers watch).
-//
-// ratescope's live view (server/live) speaks it, and so can any Go service:
-// a Publisher sends a service's decisions to the live view, so a ratescope
-// page on the same Redis shows that service's traffic live — for the windows
-// someone watches, and at the cost of a map lookup for the others.
+// Package livebus lets a Go service show its rate-limit decisions live on a
+// ratescope page: a Publisher sends the decisions of a service on the same
+// Redis to ratescope's live view, for the windows someone watches — and at
+// the cost of a map lookup for the others. It speaks the protocol ratescope
+// instances speak to each other over Redis Pub/Sub.
 //
 //	pub := livebus.NewPublisher(rdb, "checkout-1")
 //	go pub.Run(ctx)
 //	defer pub.Close()
 //	mw := httplimit.New(lim, httplimit.WithLiveView(pub))
 package livebus
-
-import (
-	"bytes"
-	"encoding/json"
-	"fmt"
-	"strings"
-)
-
-// Channel is the classic Pub/Sub channel every instance publishes to and
-// subscribes to (classic Pub/Sub works standalone, on a cluster and embedded).
-const Channel = "ratescope:events"
-
-// Kinds of envelope.
-const (
-	KindDecision = TypeDecision // Msg is a decision message
-	KindReset    = "reset"      // Msg is a reset message
-	KindRace     = "race"       // Msg is a race message
-	KindLab      = "lab"        // Msg is a lab message: one lab request under every algorithm
-	KindLabReset = "labReset"   // Msg is a lab's reset message
-	KindPresence = "presence"   // Viewers holds the sender's viewer counts
-)
-
-// Envelope carries one event between instances. A PUBLISH payload is one
-// envelope or a JSON array of them, in order (AppendBatch, Decode).
-type Envelope struct {
-	Origin string          `json:"o"`           // the instance that published it
-	Kind   string          `json:"k"`           // one of the kinds above
-	Topic  string          `json:"t,omitempty"` // the window (Window.Topic), for events
-	Msg    json.RawMessage `json:"m,omitempty"` // the viewer message, as viewers get it
-	// Viewers maps windows (Window.Topic) to the sender's viewer count
-	// (presence); a window it no longer lists has none of its viewers.
-	Viewers map[string]int `json:"v,omitempty"`
-}
-
-// Encode returns e as JSON, ready for AppendBatch.
-func (e Envelope) Encode() []byte { return encode(e) }
-
-// Window names one watched log: a client key under a policy. Only on the wire
-// does it become a topic, "policy|key".
-type Window struct {
-	Key    string
-	Policy string
-}
-
-// Topic is w as envelopes name it: "policy|key".
-func (w Window) Topic() string { return w.Policy + "|" + w.Key }
-
-// ParseTopic is the window a topic names.
-func ParseTopic(topic string) Window {
-	policy, key, _ := strings.Cut(topic, "|")
-	return Window{Key: key, Policy: policy}
-}
-
-// AppendBatch appends items — encoded envelopes, or viewer messages — to dst
-// as one payload: the item itself when there is one, else a JSON array of
-// them, in order. PUBLISH payloads and WebSocket frames are both built so.
-func AppendBatch(dst []byte, items [][]byte) []byte {
-	if len(items) == 1 {
-		return append(dst, items[0]...)
-	}
-	dst = append(dst, '[')
-	for i, m := range items {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, m...)
-	}
-	return append(dst, ']')
-}
-
-// Decode reads a PUBLISH payload: one envelope or a JSON array of them.
-func Decode(payload []byte) ([]Envelope, error) {
-	if p := bytes.TrimLeft(payload, " \t\r\n"); len(p) > 0 && p[0] == '[' {
-		var envs []Envelope
-		if err := json.Unmarshal(p, &envs); err != nil {
-			return nil, fmt.Errorf("failed to decode envelopes: %w", err)
-		}
-		return envs, nil
-	}
-	var e Envelope
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return nil, fmt.Errorf("failed to decode an envelope: %w", err)
-	}
-	return []Envelope{e}, nil
-}
-
-// encode marshals a message or envelope; the types here cannot fail to encode.
-func encode(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("livebus: failed to encode: " + err.Error())
-	}
-	return b
-}

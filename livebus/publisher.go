@@ -11,13 +11,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
 )
 
 // Defaults of a Publisher, each changed by an option.
 const (
-	DefaultQueueSize      = 4096        // envelopes waiting for Redis; beyond that they are dropped
-	DefaultPublishTimeout = time.Second // bounds one PUBLISH
+	DefaultQueueSize      = bus.DefaultQueueSize // decisions waiting for Redis; beyond that they are dropped
+	DefaultPublishTimeout = time.Second          // bounds one PUBLISH
 )
 
 // Publisher sends a service's decisions to ratescope's live view: those on
@@ -27,11 +28,11 @@ const (
 // up, and a full queue drops the decision and counts it (Stats). It is safe
 // for concurrent use.
 type Publisher struct {
-	rdb      Client
+	rdb      bus.Client
 	instance string
 	cfg      publisherConfig
-	presence *Presence
-	outbox   *Outbox
+	presence *bus.Presence
+	outbox   *bus.Outbox
 
 	published, dropped, failed atomic.Uint64
 
@@ -75,19 +76,19 @@ func NewPublisher(rdb redis.UniversalClient, instance string, opts ...PublisherO
 		o(&cfg)
 	}
 	return &Publisher{
-		rdb: rdb, instance: instance, cfg: cfg, presence: NewPresence(),
-		outbox: NewOutbox(cfg.queueSize), stopped: make(chan struct{}),
+		rdb: rdb, instance: instance, cfg: cfg, presence: bus.NewPresence(),
+		outbox: bus.NewOutbox(cfg.queueSize), stopped: make(chan struct{}),
 	}
 }
 
 // Decision publishes d if some viewer watches its window; otherwise it costs
 // a map lookup. It never blocks.
 func (p *Publisher) Decision(d limiter.Decision) {
-	w := Window{Key: d.Key, Policy: d.Policy}
+	w := bus.Window{Key: d.Key, Policy: d.Policy}
 	if !p.presence.Watched(w) {
 		return
 	}
-	env := Envelope{Origin: p.instance, Kind: KindDecision, Topic: w.Topic(), Msg: DecisionMessage(d, p.instance)}
+	env := bus.Envelope{Origin: p.instance, Kind: bus.TypeDecision, Topic: w.Topic(), Msg: bus.DecisionMessage(d, p.instance)}
 	if !p.outbox.Send(env.Encode()) {
 		p.dropped.Add(1)
 	}
@@ -125,7 +126,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		Listen(ctx, p.rdb, p.receive, ListenHooks{Interrupted: func(err error) {
+		bus.Listen(ctx, p.rdb, p.receive, bus.ListenHooks{Interrupted: func(err error) {
 			p.cfg.log.Warn("livebus: redis pub/sub interrupted; resubscribing", "err", err)
 		}})
 	})
@@ -156,7 +157,7 @@ func (p *Publisher) Close() {
 }
 
 // presenceMark is in every payload that holds a presence envelope.
-var presenceMark = []byte(`"k":"` + KindPresence + `"`)
+var presenceMark = []byte(`"k":"` + bus.KindPresence + `"`)
 
 // receive records other instances' presence; their events are for viewers, so
 // a payload without presence is not even decoded.
@@ -164,12 +165,12 @@ func (p *Publisher) receive(payload []byte) {
 	if !bytes.Contains(payload, presenceMark) {
 		return
 	}
-	envs, err := Decode(payload)
+	envs, err := bus.Decode(payload)
 	if err != nil {
 		return
 	}
 	for _, e := range envs {
-		if e.Kind == KindPresence && e.Origin != p.instance {
+		if e.Kind == bus.KindPresence && e.Origin != p.instance {
 			p.presence.Record(e.Origin, e.Viewers)
 		}
 	}

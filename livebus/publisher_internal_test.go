@@ -3,6 +3,7 @@ package livebus
 import (
 	"testing"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -10,10 +11,10 @@ import (
 // when nothing publishes (Run not started).
 func TestPublisherDropsWhenFull(t *testing.T) {
 	p := NewPublisher(nil, "svc", WithQueueSize(2))
-	w := Window{Key: "alice", Policy: "demo"}
-	p.receive(AppendBatch(nil, [][]byte{
-		Envelope{Origin: "svc", Kind: KindPresence, Viewers: map[string]int{"demo|bob": 1}}.Encode(), // its own: ignored
-		Envelope{Origin: "srv", Kind: KindPresence, Viewers: map[string]int{w.Topic(): 1}}.Encode(),
+	w := bus.Window{Key: "alice", Policy: "demo"}
+	p.receive(bus.AppendBatch(nil, [][]byte{
+		bus.Envelope{Origin: "svc", Kind: bus.KindPresence, Viewers: map[string]int{"demo|bob": 1}}.Encode(), // its own: ignored
+		bus.Envelope{Origin: "srv", Kind: bus.KindPresence, Viewers: map[string]int{w.Topic(): 1}}.Encode(),
 	}))
 	rules := []limiter.RuleState{{Limit: 5, WindowMs: 10000, Count: 1, Remaining: 4, OldestMs: 1}}
 	for range 5 {

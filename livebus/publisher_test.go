@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/livebus"
@@ -26,17 +27,17 @@ func newClient(t *testing.T) *redis.Client {
 }
 
 // channel subscribes to the bus and returns every envelope published on it.
-func channel(t *testing.T, rdb *redis.Client) <-chan livebus.Envelope {
+func channel(t *testing.T, rdb *redis.Client) <-chan bus.Envelope {
 	t.Helper()
-	ps := rdb.Subscribe(context.Background(), livebus.Channel)
+	ps := rdb.Subscribe(context.Background(), bus.Channel)
 	if _, err := ps.Receive(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	out := make(chan livebus.Envelope, 1024)
+	out := make(chan bus.Envelope, 1024)
 	go func() {
 		defer close(out)
 		for m := range ps.Channel() {
-			envs, err := livebus.Decode([]byte(m.Payload))
+			envs, err := bus.Decode([]byte(m.Payload))
 			if err != nil {
 				t.Errorf("undecodable payload %q: %v", m.Payload, err)
 				return
@@ -50,7 +51,7 @@ func channel(t *testing.T, rdb *redis.Client) <-chan livebus.Envelope {
 	return out
 }
 
-func decision(w livebus.Window, id string) limiter.Decision {
+func decision(w bus.Window, id string) limiter.Decision {
 	return limiter.Decision{
 		Allowed: true, Key: w.Key, Policy: w.Policy, Cost: 1, NowMs: 1000, ID: id,
 		Rules: []limiter.RuleState{{Limit: 5, WindowMs: 10000, Count: 1, Remaining: 4, OldestMs: 1000}},
@@ -62,21 +63,21 @@ func decision(w livebus.Window, id string) limiter.Decision {
 // window nobody watches gets nothing on the channel.
 func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	rdb := newClient(t)
-	bus := channel(t, rdb)
+	envs := channel(t, rdb)
 	p := livebus.NewPublisher(rdb, "svc-1")
 	go p.Run(context.Background())
 	t.Cleanup(p.Close)
-	watched := livebus.Window{Key: "alice", Policy: "demo"}
-	unwatched := livebus.Window{Key: "bob", Policy: "demo"}
-	presence := livebus.Envelope{Origin: "srv-a", Kind: livebus.KindPresence, Viewers: map[string]int{watched.Topic(): 1, unwatched.Topic(): 0}}
+	watched := bus.Window{Key: "alice", Policy: "demo"}
+	unwatched := bus.Window{Key: "bob", Policy: "demo"}
+	presence := bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence, Viewers: map[string]int{watched.Topic(): 1, unwatched.Topic(): 0}}
 
-	var got []livebus.Envelope // every decision envelope seen
-	take := func(until func(livebus.Envelope) bool, wait time.Duration) bool {
+	var got []bus.Envelope // every decision envelope seen
+	take := func(until func(bus.Envelope) bool, wait time.Duration) bool {
 		timeout := time.After(wait)
 		for {
 			select {
-			case e := <-bus:
-				if e.Kind != livebus.KindDecision {
+			case e := <-envs:
+				if e.Kind != bus.TypeDecision {
 					continue
 				}
 				got = append(got, e)
@@ -92,12 +93,12 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	// announce it until a probe gets through.
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
-		if err := rdb.Publish(context.Background(), livebus.Channel, presence.Encode()).Err(); err != nil {
+		if err := rdb.Publish(context.Background(), bus.Channel, presence.Encode()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p.Decision(decision(unwatched, fmt.Sprint("u", i)))
 		p.Decision(decision(watched, fmt.Sprint("probe", i)))
-		if take(func(e livebus.Envelope) bool { return e.Topic == watched.Topic() }, 200*time.Millisecond) {
+		if take(func(e bus.Envelope) bool { return e.Topic == watched.Topic() }, 200*time.Millisecond) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -109,17 +110,17 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 		p.Decision(decision(unwatched, fmt.Sprint("u", i)))
 		p.Decision(decision(watched, fmt.Sprint("w", i)))
 	}
-	if !take(func(e livebus.Envelope) bool {
-		return string(e.Msg) == string(livebus.DecisionMessage(decision(watched, fmt.Sprint("w", n-1)), "svc-1"))
+	if !take(func(e bus.Envelope) bool {
+		return string(e.Msg) == string(bus.DecisionMessage(decision(watched, fmt.Sprint("w", n-1)), "svc-1"))
 	}, 10*time.Second) {
 		t.Fatalf("the last decision did not arrive; got %d envelopes", len(got))
 	}
-	var ws []livebus.Envelope
+	var ws []bus.Envelope
 	for _, e := range got {
 		if e.Topic != watched.Topic() || e.Origin != "svc-1" {
 			t.Fatalf("published %+v: only decisions on %s, from svc-1, may be", e, watched.Topic())
 		}
-		if len(ws) > 0 || string(e.Msg) == string(livebus.DecisionMessage(decision(watched, "w0"), "svc-1")) {
+		if len(ws) > 0 || string(e.Msg) == string(bus.DecisionMessage(decision(watched, "w0"), "svc-1")) {
 			ws = append(ws, e)
 		}
 	}
@@ -127,7 +128,7 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 		t.Fatalf("%d decisions after the probe arrived, want %d", len(ws), n)
 	}
 	for i, e := range ws {
-		if want := livebus.DecisionMessage(decision(watched, fmt.Sprint("w", i)), "svc-1"); string(e.Msg) != string(want) {
+		if want := bus.DecisionMessage(decision(watched, fmt.Sprint("w", i)), "svc-1"); string(e.Msg) != string(want) {
 			t.Fatalf("decision %d is %s, want %s", i, e.Msg, want)
 		}
 	}
@@ -156,8 +157,8 @@ func TestPublisherStopsCleanly(t *testing.T) {
 	go func() { done <- p.Run(context.Background()) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for { // running: subscribed to the channel
-		n, err := rdb.PubSubNumSub(context.Background(), livebus.Channel).Result()
-		if err == nil && n[livebus.Channel] == 1 {
+		n, err := rdb.PubSubNumSub(context.Background(), bus.Channel).Result()
+		if err == nil && n[bus.Channel] == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -173,7 +174,7 @@ func TestPublisherStopsCleanly(t *testing.T) {
 	if err := p.Run(context.Background()); err != livebus.ErrRunning {
 		t.Errorf("Run after Close returned %v, want ErrRunning", err)
 	}
-	p.Decision(decision(livebus.Window{Key: "alice", Policy: "demo"}, "late")) // dropped silently
+	p.Decision(decision(bus.Window{Key: "alice", Policy: "demo"}, "late")) // dropped silently
 	goleak.VerifyNone(t, baseline, goleak.IgnoreAnyFunction("github.com/ratescope/ratescope/internal/redistest.(*Process).launch.func1"))
 }
 

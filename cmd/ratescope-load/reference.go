@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/livebus"
 	"github.com/ratescope/ratescope/server/live"
 )
 
@@ -123,7 +123,7 @@ func (s *refServer) ticks(ctx context.Context, interval time.Duration) {
 func (s *refServer) check(w http.ResponseWriter, _ *http.Request) {
 	id := uuid.NewString()
 	now := time.Now().UnixMilli()
-	s.publish(livebus.DecisionMessage(limiter.Decision{
+	s.publish(bus.DecisionMessage(limiter.Decision{
 		Allowed: true, Key: "reference", Policy: "fan", Cost: 1, NowMs: now, ID: id,
 		Rules: []limiter.RuleState{{Limit: 100000, WindowMs: 60000, Count: 1, Remaining: 99999, OldestMs: now}},
 	}, "reference"))

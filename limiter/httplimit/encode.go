@@ -13,11 +13,13 @@ import (
 // AppendJSON appends b as JSON, as json.Marshal encodes it.
 func (b DecisionBody) AppendJSON(dst []byte) []byte {
 	dst = append(dst, '{')
-	dst = b.appendMembers(dst)
+	dst = b.AppendMembers(dst)
 	return append(dst, '}')
 }
 
-func (b DecisionBody) appendMembers(dst []byte) []byte {
+// AppendMembers appends b's members without the braces, so a message that
+// carries a decision (the live stream's) adds its own around them.
+func (b DecisionBody) AppendMembers(dst []byte) []byte {
 	dst = append(dst, `"allowed":`...)
 	dst = strconv.AppendBool(dst, b.Allowed)
 	dst = append(dst, `,"key":`...)
@@ -94,7 +96,7 @@ func (d DeniedBody) AppendJSON(dst []byte) []byte {
 		dst = append(dst, ']')
 	}
 	dst = append(dst, ',')
-	dst = d.DecisionBody.appendMembers(dst)
+	dst = d.DecisionBody.AppendMembers(dst)
 	return append(dst, '}')
 }
 

@@ -48,11 +48,14 @@ func Example() {
 }
 
 // ExampleWithLiveView shows a service's traffic on a ratescope page on the
-// same Redis: open /?policy=login&key=<client address> and each decision
-// appears as it is made, from instance "api-1". A decision on a window nobody
-// watches costs a map lookup and publishes nothing.
+// same Redis: open /?policy=login&key=<client address> there and each
+// decision appears as it is made, from instance "api-1". A decision on a
+// window nobody watches — here, every one — costs a map lookup and
+// publishes nothing.
 func ExampleWithLiveView() {
-	rdb := redis.NewClient(&redis.Options{Addr: "redis:6379", ContextTimeoutEnabled: true})
+	mr, _ := miniredis.Run() // an in-process Redis for the example; use your own
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	pub := livebus.NewPublisher(rdb, "api-1")
 	go pub.Run(context.Background())
 	defer pub.Close()
@@ -63,5 +66,40 @@ func ExampleWithLiveView() {
 	mux.Handle("POST /login", mw.Limit(login)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "welcome")
 	})))
-	_ = http.ListenAndServe(":8080", mux)
+
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("POST", "/login", nil))
+	fmt.Println(rec.Code, rec.Body.String(), rec.Header().Get("RateLimit"))
+	fmt.Printf("%+v\n", pub.Stats())
+	// Output:
+	// 200 welcome "login";r=4;t=60
+	// {Published:0 Dropped:0 Failed:0}
+}
+
+// ExampleChecker decides outside HTTP — a gRPC service, a queue consumer —
+// with the same timeout, fail mode and observers as the middleware, and the
+// RateLimit field values as strings for whatever carries them.
+func ExampleChecker() {
+	mr, _ := miniredis.Run() // an in-process Redis for the example; use your own
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+
+	checker := &httplimit.Checker{
+		Limiter:  limiter.New(rdb),
+		FailMode: httplimit.FailOpen,
+		Observers: []httplimit.Observer{httplimit.Hooks{
+			Decision: func(d limiter.Decision) { fmt.Print("observed ", d.Key, ": ") },
+		}},
+	}
+	api, _ := limiter.ParsePolicy("api=2/10s,3/1m")
+	p := httplimit.Prepare(api)
+	for range 3 {
+		res := checker.Check(context.Background(), httplimit.Target{Key: "tenant-7", Policy: p, Cost: 1})
+		rateLimit, rateLimitPolicy := p.Fields(res.Decision)
+		fmt.Println(res.Pass, rateLimit, "|", rateLimitPolicy)
+	}
+	// Output:
+	// observed tenant-7: true "api/10";r=1;t=10, "api/60";r=2;t=60 | "api/10";q=2;w=10, "api/60";q=3;w=60
+	// observed tenant-7: true "api/10";r=0;t=10, "api/60";r=1;t=60 | "api/10";q=2;w=10, "api/60";q=3;w=60
+	// observed tenant-7: false "api/10";r=0;t=10, "api/60";r=1;t=60 | "api/10";q=2;w=10, "api/60";q=3;w=60
 }

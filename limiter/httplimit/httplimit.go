@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/livebus"
 )
 
 // Option configures a Middleware, or one Limit of it.
@@ -75,13 +74,16 @@ func WithHooks(h Hooks) Option { return WithObserver(h) }
 // its live view.
 func WithOnDecision(f func(limiter.Decision)) Option { return WithHooks(Hooks{Decision: f}) }
 
-// WithLiveView sends every decision to p, so a ratescope page on the same
+// WithLiveView sends every decision to p, a *livebus.Publisher, so a ratescope page on the same
 // Redis shows this service's traffic live, with p's instance name on each
 // decision. Run p alongside the service (go p.Run(ctx); defer p.Close()); it
 // publishes only decisions on windows some viewer watches, never blocking a
 // request. Like every observer, it adds to the others rather than replacing
 // them.
-func WithLiveView(p *livebus.Publisher) Option { return WithOnDecision(p.Decision) }
+func WithLiveView(p LiveView) Option { return WithOnDecision(p.Decision) }
+
+// LiveView is what WithLiveView sends decisions to: a *livebus.Publisher.
+type LiveView interface{ Decision(limiter.Decision) }
 
 // Middleware limits requests with one limiter, through a Checker. Limit
 // gives the net/http middleware for a policy; Check is the same decision for

@@ -20,6 +20,7 @@ import (
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/limiter/httplimit/echolimit"
 )
 
 // generous bounds Redis calls on a loaded machine: these tests are about
@@ -103,7 +104,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 	for i, mw := range mws {
 		path := fmt.Sprintf("/limited/%d", i)
 		mux.Handle(path, mw.Limit(p)(stdlib))
-		e.GET(path, echo.WrapHandler(echoed), httplimit.Echo(mw.Limit(p)))
+		e.GET(path, echo.WrapHandler(echoed), echolimit.Echo(mw.Limit(p)))
 	}
 
 	for _, tc := range []struct {

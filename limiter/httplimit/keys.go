@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -153,11 +151,4 @@ func writeKeyError(w http.ResponseWriter, err error) {
 	p := NewProblem(http.StatusBadRequest, fe.Field+": "+fe.Detail)
 	p.Errors = []FieldError{fe}
 	WriteProblem(w, http.StatusBadRequest, p)
-}
-
-// Echo adapts net/http middleware, such as Limit's, to Echo:
-//
-//	e.POST("/login", login, httplimit.Echo(mw.Limit(loginPolicy)))
-func Echo(mw func(http.Handler) http.Handler) echo.MiddlewareFunc {
-	return echo.WrapMiddleware(mw)
 }

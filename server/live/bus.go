@@ -3,24 +3,15 @@ package live
 import (
 	"context"
 
-	"github.com/ratescope/ratescope/livebus"
+	"github.com/ratescope/ratescope/internal/bus"
 )
 
 // The bus carries events between instances over classic Redis Pub/Sub, in the
-// protocol package livebus defines (the one a Go service's livebus.Publisher
-// speaks too). Envelopes queue in an outbox (livebus.Outbox) whose one goroutine
-// publishes them in order, several to a PUBLISH when they pile up: a burst of
+// protocol of internal/bus (the one a Go service's livebus.Publisher speaks
+// too). An event's envelope is of the kind of the message it carries.
+// Envelopes queue in an outbox (bus.Outbox) whose one goroutine publishes
+// them in order, several to a PUBLISH when they pile up: a burst of
 // decisions costs Redis a few commands, not one per decision.
-
-// Kinds of envelope.
-const (
-	kindDecision = livebus.KindDecision
-	kindReset    = livebus.KindReset
-	kindRace     = livebus.KindRace
-	kindLab      = livebus.KindLab
-	kindLabReset = livebus.KindLabReset
-	kindPresence = livebus.KindPresence
-)
 
 // send queues an encoded envelope for Redis; when the queue is full the event is
 // dropped (viewers still converge through snapshots) rather than slowing checks.
@@ -42,7 +33,7 @@ func (v *View) publishLoop(ctx context.Context) {
 // with a fresh subscription whenever it fails; each new start counts as a
 // reconnect.
 func (v *View) subscribeLoop(ctx context.Context) {
-	livebus.Listen(ctx, v.d.Redis, v.receive, livebus.ListenHooks{
+	bus.Listen(ctx, v.d.Redis, v.receive, bus.ListenHooks{
 		Interrupted: func(err error) { v.d.Log.Warn("redis pub/sub interrupted; resubscribing", "err", err) },
 		Reconnect:   v.d.Metrics.PubSubReconnects.Inc,
 	})
@@ -50,7 +41,7 @@ func (v *View) subscribeLoop(ctx context.Context) {
 
 // receive hands other instances' events to this instance's viewers.
 func (v *View) receive(payload []byte) {
-	envs, err := livebus.Decode(payload)
+	envs, err := bus.Decode(payload)
 	if err != nil {
 		return
 	}
@@ -58,11 +49,11 @@ func (v *View) receive(payload []byte) {
 		if e.Origin == v.d.Instance {
 			continue
 		}
-		switch e.Kind {
-		case kindPresence:
+		switch {
+		case e.Kind == bus.KindPresence:
 			v.remotePresence(e.Origin, e.Viewers)
-		case kindDecision, kindReset, kindRace, kindLab, kindLabReset:
-			w := livebus.ParseTopic(e.Topic)
+		case e.Topic != "": // an event: its message goes to the window's viewers as it is
+			w := bus.ParseTopic(e.Topic)
 			if v.hub.Count(w) > 0 {
 				v.hub.Publish(w, e.Msg)
 				if !isLab(w) {

@@ -1,8 +1,8 @@
 package live
 
 import (
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/livebus"
 )
 
 // The events the rest of the server reports: a decision per check, a reset, a race.
@@ -12,21 +12,21 @@ import (
 
 // Decision reports one check's decision.
 func (v *View) Decision(d limiter.Decision) {
-	v.event(kindDecision, Window{Key: d.Key, Policy: d.Policy}, func() []byte {
-		return livebus.DecisionMessage(d, v.d.Instance)
+	v.event(TypeDecision, Window{Key: d.Key, Policy: d.Policy}, func() []byte {
+		return bus.DecisionMessage(d, v.d.Instance)
 	})
 }
 
 // Reset reports that a window was emptied.
 func (v *View) Reset(key, policy string) {
 	w := Window{Key: key, Policy: policy}
-	v.event(kindReset, w, func() []byte { return resetMessage(w, v.nowMs()) })
+	v.event(TypeReset, w, func() []byte { return resetMessage(w, v.nowMs()) })
 }
 
 // Race reports a race's outcome (SPEC §6); the snapshot that follows shows its
 // entries.
 func (v *View) Race(r RaceOutcome) {
-	v.event(kindRace, Window{Key: r.Key, Policy: r.Policy}, func() []byte { return raceMessage(r) })
+	v.event(TypeRace, Window{Key: r.Key, Policy: r.Policy}, func() []byte { return raceMessage(r) })
 }
 
 func (v *View) event(kind string, w Window, build func() []byte) {
@@ -38,7 +38,7 @@ func (v *View) event(kind string, w Window, build func() []byte) {
 	msg := build()
 	var env []byte
 	if elsewhere {
-		env = livebus.Envelope{Origin: v.d.Instance, Kind: kind, Topic: w.Topic(), Msg: msg}.Encode()
+		env = bus.Envelope{Origin: v.d.Instance, Kind: kind, Topic: w.Topic(), Msg: msg}.Encode()
 	}
 	v.order.Lock()
 	if local {

@@ -78,12 +78,12 @@ type labHelloMsg struct {
 
 // Lab reports one lab request to every viewer of the lab, on every instance.
 func (v *View) Lab(r LabResult) {
-	v.event(kindLab, labWindow(r.Lab), func() []byte { return labMessage(r) })
+	v.event(TypeLab, labWindow(r.Lab), func() []byte { return labMessage(r) })
 }
 
 // LabReset reports that a lab's windows were emptied.
 func (v *View) LabReset(lab string) {
-	v.event(kindLabReset, labWindow(lab), func() []byte { return labResetMessage(lab, v.nowMs()) })
+	v.event(TypeLabReset, labWindow(lab), func() []byte { return labResetMessage(lab, v.nowMs()) })
 }
 
 // ServeLab streams a lab to conn, as Serve does a window: hello, the Redis

@@ -19,19 +19,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/livebus"
 	"github.com/ratescope/ratescope/server/live/hub"
 )
 
 // Window names one watched log: a client key under a policy. It is the hub's topic
 // inside the process; only on the Redis wire does it become "policy|key".
-type Window = livebus.Window
+type Window = bus.Window
 
 // rediser is what the live view needs of Redis, so a Client, a ClusterClient or a
 // Ring all fit.
 type rediser interface {
-	livebus.Client // Publish and Subscribe
+	bus.Client // Publish and Subscribe
 	Time(ctx context.Context) *redis.TimeCmd
 }
 
@@ -94,7 +94,7 @@ type View struct {
 	clock     clock
 	snapshots snapshots
 	presence  presence
-	outbox    *livebus.Outbox // envelopes for other instances
+	outbox    *bus.Outbox // envelopes for other instances
 
 	// order makes this instance's viewers and the other instances see its events
 	// in one order: publishing to the hub and queueing for Redis happen together.
@@ -114,7 +114,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: livebus.NewOutbox(livebus.DefaultQueueSize)}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: bus.NewOutbox(bus.DefaultQueueSize)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ratescope/ratescope/livebus"
+	"github.com/ratescope/ratescope/internal/bus"
 )
 
 func TestSpacingKeepsWindowFramesWithinBudget(t *testing.T) {
@@ -84,17 +84,17 @@ func TestReceiveBatchedEnvelopes(t *testing.T) {
 	w := Window{Key: "alice", Policy: "demo"}
 	sub := v.hub.Subscribe(w)
 	other := v.hub.Subscribe(Window{Key: "bob", Policy: "demo"})
-	env := func(origin, kind string, w Window, msg string) livebus.Envelope {
-		return livebus.Envelope{Origin: origin, Kind: kind, Topic: w.Topic(), Msg: json.RawMessage(msg)}
+	env := func(origin, kind string, w Window, msg string) bus.Envelope {
+		return bus.Envelope{Origin: origin, Kind: kind, Topic: w.Topic(), Msg: json.RawMessage(msg)}
 	}
-	v.receive(encode([]livebus.Envelope{
-		env("them", kindDecision, w, `{"n":1}`),
-		env("me", kindDecision, w, `{"n":"mine"}`),
-		env("them", kindReset, w, `{"n":2}`),
-		{Origin: "them", Kind: kindPresence, Viewers: map[string]int{w.Topic(): 3}},
-		env("them", kindRace, w, `{"n":3}`),
+	v.receive(encode([]bus.Envelope{
+		env("them", TypeDecision, w, `{"n":1}`),
+		env("me", TypeDecision, w, `{"n":"mine"}`),
+		env("them", TypeReset, w, `{"n":2}`),
+		{Origin: "them", Kind: bus.KindPresence, Viewers: map[string]int{w.Topic(): 3}},
+		env("them", TypeRace, w, `{"n":3}`),
 	}))
-	v.receive(encode(env("them", kindDecision, w, `{"n":4}`))) // one envelope alone
+	v.receive(encode(env("them", TypeDecision, w, `{"n":4}`))) // one envelope alone
 	v.receive([]byte(`[not json`))
 
 	got, _ := sub.Take(nil, 1<<20)

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"math"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/livebus"
 )
 
 // The stream's message types (SPEC §4): the "type" member of every message. A text
@@ -15,12 +15,12 @@ const (
 	TypeStatus   = "status"
 	TypeTick     = "tick"
 	TypeSnapshot = "snapshot"
-	TypeDecision = livebus.TypeDecision // the message and its constructor live with the bus protocol
+	TypeDecision = bus.TypeDecision // the message and its constructor live with the bus protocol
 	TypeReset    = "reset"
 	TypeRace     = "race"
 	TypeViewers  = "viewers"
-	TypeLab      = livebus.KindLab      // one lab request under every algorithm (SPEC §8)
-	TypeLabReset = livebus.KindLabReset // a lab's windows were emptied
+	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
+	TypeLabReset = "labReset" // a lab's windows were emptied
 )
 
 // Each message below is encoded once and the same bytes go to every viewer.

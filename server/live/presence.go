@@ -5,17 +5,17 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ratescope/ratescope/livebus"
+	"github.com/ratescope/ratescope/internal/bus"
 )
 
 // Viewer counts across instances (SPEC §4): every instance announces its own
 // counts on change and every presenceEvery; counts not renewed within
-// livebus.PresenceTTL are forgotten (livebus.Presence), so the total stays right
+// bus.PresenceTTL are forgotten (bus.Presence), so the total stays right
 // when an instance dies.
-const presenceEvery = livebus.PresenceEvery
+const presenceEvery = bus.PresenceEvery
 
 type presence struct {
-	remote *livebus.Presence // other instances' counts
+	remote *bus.Presence // other instances' counts
 
 	mu     sync.Mutex
 	last   map[Window]int      // the total last announced
@@ -25,7 +25,7 @@ type presence struct {
 
 func newPresence() presence {
 	return presence{
-		remote: livebus.NewPresence(),
+		remote: bus.NewPresence(),
 		last:   map[Window]int{},
 		due:    map[Window]struct{}{},
 	}
@@ -124,7 +124,7 @@ func (v *View) presenceLoop(ctx context.Context) {
 		}
 		// An instance without viewers stays silent after saying so once.
 		if len(counts) > 0 || !quiet {
-			v.send(livebus.Envelope{Origin: v.d.Instance, Kind: kindPresence, Viewers: counts}.Encode())
+			v.send(bus.Envelope{Origin: v.d.Instance, Kind: bus.KindPresence, Viewers: counts}.Encode())
 		}
 		quiet = len(counts) == 0
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
-	"github.com/ratescope/ratescope/livebus"
 	"github.com/ratescope/ratescope/server/live/hub"
 )
 
@@ -134,7 +134,7 @@ func (s *stream) write(msgs [][]byte) error {
 	var buf *[]byte
 	if len(msgs) > 1 {
 		buf = frames.Get().(*[]byte)
-		*buf = livebus.AppendBatch((*buf)[:0], msgs)
+		*buf = bus.AppendBatch((*buf)[:0], msgs)
 		frame = *buf
 	}
 	s.writing.Store(time.Now().UnixNano())

@@ -23,11 +23,9 @@ import (
 	"time"
 )
 
-// Kind names a sort of "latest" message, 0 to Kinds-1.
+// Kind names a sort of "latest" message. Kinds are small numbers chosen by
+// the publisher (0, 1, 2…): a subscription holds one slot per kind offered.
 type Kind uint8
-
-// Kinds is how many kinds of "latest" message a subscription holds.
-const Kinds = 4
 
 // Default limits of one subscriber's queue (SPEC §4).
 const (
@@ -62,21 +60,21 @@ type Hub[T comparable] struct {
 	closed bool
 }
 
-// Option configures a Hub.
-type Option func(*options)
+// Option configures a Hub of topics of type T.
+type Option[T comparable] func(*options[T])
 
-type options struct {
+type options[T comparable] struct {
 	maxBytes int
 	maxAge   time.Duration
 	now      func() time.Time
-	onChange any // func(T, int), checked by New
+	onChange func(topic T, count int)
 }
 
 // WithLimits sets how far a subscriber may fall behind before it is dropped: more
 // than maxBytes queued, or a queued message older than maxAge. Values below 1 keep
 // the default.
-func WithLimits(maxBytes int, maxAge time.Duration) Option {
-	return func(o *options) {
+func WithLimits[T comparable](maxBytes int, maxAge time.Duration) Option[T] {
+	return func(o *options[T]) {
 		if maxBytes > 0 {
 			o.maxBytes = maxBytes
 		}
@@ -87,38 +85,30 @@ func WithLimits(maxBytes int, maxAge time.Duration) Option {
 }
 
 // WithClock replaces time.Now for measuring how long messages wait, for tests.
-func WithClock(now func() time.Time) Option {
-	return func(o *options) { o.now = now }
+func WithClock[T comparable](now func() time.Time) Option[T] {
+	return func(o *options[T]) { o.now = now }
 }
 
 // WithOnChange registers fn, called with a topic and its new subscriber count whenever
 // a subscription is added or removed (including a slow drop and Hub.Close), so viewer
 // counts need no polling. fn runs outside the hub's lock, on whichever goroutine made
 // the change, so it may call back into the hub. Concurrent changes may be reported
-// out of order; a consumer that needs the exact figure re-reads Count. fn must be a
-// func(T, int) for the Hub's T.
-func WithOnChange[T comparable](fn func(topic T, count int)) Option {
-	return func(o *options) { o.onChange = fn }
+// out of order; a consumer that needs the exact figure re-reads Count.
+func WithOnChange[T comparable](fn func(topic T, count int)) Option[T] {
+	return func(o *options[T]) { o.onChange = fn }
 }
 
 // New returns an empty Hub.
-func New[T comparable](opts ...Option) *Hub[T] {
-	o := options{maxBytes: DefaultMaxBytes, maxAge: DefaultMaxAge, now: time.Now}
+func New[T comparable](opts ...Option[T]) *Hub[T] {
+	o := options[T]{maxBytes: DefaultMaxBytes, maxAge: DefaultMaxAge, now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	h := &Hub[T]{
 		maxBytes: o.maxBytes, maxAge: o.maxAge, now: o.now,
-		topics: make(map[T]map[*Subscription[T]]struct{}),
+		topics: make(map[T]map[*Subscription[T]]struct{}), onChange: o.onChange,
 	}
 	h.epoch = h.now()
-	if o.onChange != nil {
-		fn, ok := o.onChange.(func(T, int))
-		if !ok {
-			panic("hub: WithOnChange's topic type differs from the hub's")
-		}
-		h.onChange = fn
-	}
 	return h
 }
 

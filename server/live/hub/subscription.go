@@ -19,10 +19,10 @@ type Subscription[T comparable] struct {
 	mu       sync.Mutex
 	queue    []queued // queue[head:] waits, oldest first
 	head     int
-	bytes    int // of the messages in queue[head:]
-	latest   [Kinds][]byte
-	signaled bool // a token was sent and Take has not yet emptied everything
-	ended    bool // dropped or closed: accepts nothing more
+	bytes    int      // of the messages in queue[head:]
+	latest   [][]byte // by Kind; grown when a kind is first offered
+	signaled bool     // a token was sent and Take has not yet emptied everything
+	ended    bool     // dropped or closed: accepts nothing more
 }
 
 type queued struct {
@@ -73,7 +73,10 @@ func (s *Subscription[T]) offer(k Kind, msg []byte, now time.Duration) bool {
 		s.mu.Unlock()
 		return false
 	}
-	s.latest[k%Kinds] = msg
+	if int(k) >= len(s.latest) {
+		s.latest = append(s.latest, make([][]byte, int(k)+1-len(s.latest))...)
+	}
+	s.latest[k] = msg
 	wake := s.arm()
 	s.mu.Unlock()
 	if wake {
@@ -112,7 +115,7 @@ func (s *Subscription[T]) wake() {
 func (s *Subscription[T]) release() {
 	s.ended = true
 	s.queue, s.head, s.bytes = nil, 0, 0
-	s.latest = [Kinds][]byte{}
+	s.latest = nil
 }
 
 // Ready receives a token when messages may be waiting; call Take then. It is a hint:

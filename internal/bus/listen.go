@@ -1,4 +1,4 @@
-package livebus
+package bus
 
 import (
 	"context"

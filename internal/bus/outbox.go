@@ -1,4 +1,4 @@
-package livebus
+package bus
 
 import (
 	"context"
@@ -9,6 +9,10 @@ import (
 
 // MaxBatch is the most envelopes one PUBLISH carries.
 const MaxBatch = 256
+
+// DefaultQueueSize is how many envelopes an outbox holds unless told
+// otherwise; beyond that they are dropped.
+const DefaultQueueSize = 4096
 
 // maxKeptPayload bounds the payload buffer kept between bursts.
 const maxKeptPayload = 1 << 20
