@@ -336,7 +336,8 @@ func TestInvalidCost(t *testing.T) {
 		{"big=100000/10s", 1000, 200},
 		{"big=100000/10s@gcra", 1001, 200},
 	} {
-		mw := httplimit.New(lim, httplimit.WithCost(tc.cost), httplimit.WithKey(func(*http.Request) (string, error) { return uuid.NewString(), nil }))
+		mw := httplimit.New(lim, httplimit.WithCost(tc.cost), httplimit.WithTimeout(generous),
+			httplimit.WithKey(func(*http.Request) (string, error) { return uuid.NewString(), nil }))
 		srv := httptest.NewServer(mw.Limit(mustPolicy(t, tc.policy))(&backend{}))
 		a := get(t, srv.URL)
 		srv.Close()
