@@ -1,15 +1,21 @@
-# syntax=docker/dockerfile:1
-# Build: a static binary (no cgo), templ code and static files are already
-# generated and embedded.
+# Build: a static binary (no cgo); templ code and static files are already
+# generated and embedded. VERSION and COMMIT stamp `ratescope --version` and
+# the ratescope_build_info metric, e.g.
+#   docker build --build-arg VERSION=$(git describe --tags --always) --build-arg COMMIT=$(git rev-parse HEAD) .
+# Left empty, the binary reports "devel" (the build context has no .git).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ratescope .
+ARG VERSION=
+ARG COMMIT=
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+    -ldflags="-s -w -X github.com/ratescope/ratescope/server.version=${VERSION} -X github.com/ratescope/ratescope/server.commit=${COMMIT}" \
+    -o /out/ratescope .
 
-# Run: distroless, no shell, non-root. `ratescope healthcheck` probes /healthz
-# for the compose healthcheck, since there is no curl here.
+# Run: distroless, no shell, non-root (uid 65532). `ratescope healthcheck`
+# probes /healthz for the compose healthcheck, since there is no curl here.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ratescope /ratescope
 USER nonroot:nonroot

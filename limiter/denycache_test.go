@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +49,28 @@ func waitServing(t testing.TB, lim *limiter.Limiter, want bool) {
 
 // cachedLimiter is a Limiter whose deny cache serves; direct is one on the
 // same Redis without a cache, whose every answer is Redis's.
+// servingLost watches lim's deny cache and reports whether it stopped
+// serving (its subscription to resets lost, so it emptied) at any time since
+// the call: on a loaded machine a ping may go unanswered for the half second
+// the limiter allows, and then what the cache held is gone, by design.
+func servingLost(t testing.TB, lim *limiter.Limiter) func() bool {
+	t.Helper()
+	var lost atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if !lim.DenyCacheStats().Serving {
+				lost.Store(true)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return lost.Load
+}
+
 func cachedLimiter(t testing.TB, c redis.UniversalClient, opts ...limiter.Option) *limiter.Limiter {
 	t.Helper()
 	lim := limiter.New(c, opts...)
@@ -138,12 +161,19 @@ func TestDenyCacheNeverOutlivesTheTrueRetry(t *testing.T) {
 			t.Parallel()
 			p := mustPolicy(t, "outlive=3/2s@"+alg)
 			key := uniqueKey(t)
+			lost := servingLost(t, lim)
+			filling := time.Now()
 			d0 := fillUntilDenied(t, lim, key, p)
+			// The cache ends early by the denial's round trip, at most the
+			// whole fill; the test sees its end one loop step late at most.
+			fillTook, step := time.Since(filling), time.Duration(0)
 			deadline := d0.NowMs + d0.RetryAfterMs
 			cached, lastCachedAt := 0, int64(0)
 			for {
+				stepStart := time.Now()
 				before := redisNow(t, c)
 				d := allow(t, lim, key, p, 1)
+				step = max(step, time.Since(stepStart))
 				if d.Cached {
 					cached++
 					lastCachedAt = before
@@ -167,8 +197,13 @@ func TestDenyCacheNeverOutlivesTheTrueRetry(t *testing.T) {
 					t.Fatalf("Redis's later denial %+v moved the deadline from %d", d, deadline)
 				}
 			}
-			if cached == 0 || deadline-lastCachedAt > 500 {
-				t.Errorf("%d cached answers, the last at %d ms before the deadline: want the cache to answer until close to it", cached, deadline-lastCachedAt)
+			// Close: within 500 ms, more on a machine whose round trips are
+			// slower (the embedded Redis on busy cores).
+			if close := 500 + (fillTook + 2*step).Milliseconds(); cached == 0 || deadline-lastCachedAt > close {
+				if lost() {
+					t.Skipf("the cache lost its subscription during the test (a ping unanswered for 500 ms: the machine is too busy to measure this); %d cached answers", cached)
+				}
+				t.Errorf("%d cached answers, the last at %d ms before the deadline: want the cache to answer until close to it (%d ms: 500 + the fill's %v + two steps of %v)", cached, deadline-lastCachedAt, close, fillTook, step)
 			}
 		})
 	}
@@ -297,10 +332,12 @@ func TestDenyCacheMultiRule(t *testing.T) {
 // least recently used, and counts what it answers.
 func TestDenyCacheBound(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
-	p := mustPolicy(t, "bound=1/1m")
+	// An hour: no entry's retry runs out during the test, however slow.
+	p := mustPolicy(t, "bound=1/1h")
 	for _, size := range []int{7, 1100} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {
 			lim := cachedLimiter(t, c, limiter.WithDenyCache(size))
+			lost := servingLost(t, lim)
 			prefix := uniqueKey(t)
 			keys := 2*size + 5
 			var wg sync.WaitGroup
@@ -320,6 +357,9 @@ func TestDenyCacheBound(t *testing.T) {
 			wg.Wait()
 			// Sharded (from 1,024 on), each shard is full only nearly surely.
 			if st := lim.DenyCacheStats(); st.Entries > size || st.Entries < size*9/10 || st.Size != size {
+				if st.Entries <= size && lost() {
+					t.Skipf("after %d denials: %+v; the cache lost its subscription meanwhile and started empty (a ping unanswered for 500 ms: the machine is too busy to fill it)", keys, st)
+				}
 				t.Fatalf("after %d denials: %+v, want it full at %d", keys, st, size)
 			}
 			if size > 7 {
@@ -332,6 +372,9 @@ func TestDenyCacheBound(t *testing.T) {
 			allow(t, lim, first, p, 1)
 			allow(t, lim, second, p, 1)
 			if d := allow(t, lim, first, p, 1); !d.Cached {
+				if lost() {
+					t.Skipf("the cache lost its subscription during the test (the machine is too busy)")
+				}
 				t.Fatalf("%s was just denied and is not cached: %+v", first, d)
 			}
 			for i := range size - 1 {
@@ -339,7 +382,7 @@ func TestDenyCacheBound(t *testing.T) {
 				allow(t, lim, k, p, 1)
 				allow(t, lim, k, p, 1)
 			}
-			if d := allow(t, lim, first, p, 1); !d.Cached {
+			if d := allow(t, lim, first, p, 1); !d.Cached && !lost() {
 				t.Errorf("the most recently used key was evicted: %+v", d)
 			}
 			if d := allow(t, lim, second, p, 1); d.Cached {

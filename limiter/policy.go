@@ -121,7 +121,7 @@ func (p Policy) SmallestLimit() int {
 func (p Policy) String() string {
 	parts := make([]string, len(p.Rules))
 	for i, r := range p.Rules {
-		parts[i] = fmt.Sprintf("%d/%s", r.Limit, r.Window)
+		parts[i] = fmt.Sprintf("%d/%s", r.Limit, WindowString(r.Window))
 	}
 	s := p.Name + "=" + strings.Join(parts, ",")
 	if a := p.AlgorithmName(); a != Log {
@@ -131,6 +131,21 @@ func (p Policy) String() string {
 		s += shadowSuffix
 	}
 	return s
+}
+
+// WindowString writes a window in its largest whole unit, as a policy is
+// written: 1m, not 1m0s; 90s; 24h. A window of a fraction of a second (the
+// lab's) keeps Go's form.
+func WindowString(w time.Duration) string {
+	switch {
+	case w%time.Second != 0 || w <= 0:
+		return w.String()
+	case w%time.Hour == 0:
+		return fmt.Sprintf("%dh", w/time.Hour)
+	case w%time.Minute == 0:
+		return fmt.Sprintf("%dm", w/time.Minute)
+	}
+	return fmt.Sprintf("%ds", w/time.Second)
 }
 
 var policyName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)

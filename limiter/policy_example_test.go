@@ -26,3 +26,20 @@ func ExampleParsePolicy() {
 	// burst=5/1s@bucket+shadow   burst algorithm=bucket shadow=true first rule 5 per 1s
 	// policy "api": algorithm "sliding" must be one of log, fixed, counter, gcra, bucket
 }
+
+// ExamplePolicy_String writes a policy back as it is configured, each window
+// in its largest whole unit, so start-up lines and errors read like the flags.
+func ExamplePolicy_String() {
+	for _, s := range []string{"default=10/60s", "login=5/1m,20/3600s", "slow=7/90s,100/24h@counter", "search=50/10s+shadow"} {
+		p, err := limiter.ParsePolicy(s)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(p)
+	}
+	// Output:
+	// default=10/1m
+	// login=5/1m,20/1h
+	// slow=7/90s,100/24h@counter
+	// search=50/10s+shadow
+}

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,14 +40,16 @@ type Config struct {
 	AllowedOrigins []string
 	TickInterval   time.Duration
 	LogFormat      string
-	// ConfigFile is the YAML file of SPEC §7, re-read on SIGHUP and on change.
+	// LogLevel is the least level logged: checks are logged at debug.
+	LogLevel slog.Level
+	// ConfigFile is the YAML config file, re-read on SIGHUP and on change.
 	ConfigFile string
 	// TrustedProxies are --trusted-proxies' entries (validated); the config
 	// file may add more.
 	TrustedProxies []string
 	// GRPCAddr is where the Envoy rate limit service listens; empty: nowhere.
 	GRPCAddr string
-	// DenyCacheSize bounds the local deny cache (SPEC §9); 0 turns it off.
+	// DenyCacheSize bounds the local deny cache; 0 turns it off.
 	DenyCacheSize int
 	// EnvoyConfigDir holds envoyproxy/ratelimit's own config files, re-read
 	// with the config file; empty: none.
@@ -79,8 +83,13 @@ func (p *policyFlags) Set(s string) error {
 	return nil
 }
 
+// errVersion is parseConfig's answer to --version: print the build, exit 0.
+var errVersion = errors.New("version requested")
+
 // parseConfig reads flags (args without the program name) over environment
-// defaults: a flag given wins over its twin.
+// defaults: a flag given wins over its twin. An error names what the user
+// set — the flag, or the environment variable when no flag was given.
+// --help prints the usage to usage and returns flag.ErrHelp.
 func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	var cfg Config
 	var errs []error
@@ -127,12 +136,14 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 
 	fs := flag.NewFlagSet("ratescope", flag.ContinueOnError)
-	fs.SetOutput(usage)
+	// Errors are returned, once, and printed by main; --help is printed below.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	fs.StringVar(&cfg.Addr, "addr", env("RATESCOPE_ADDR", defaultAddr), "listen address (RATESCOPE_ADDR)")
 	fs.StringVar(&cfg.RedisURL, "redis-url", env("REDIS_URL", ""), "redis:// or rediss:// URL; empty starts an embedded Redis (REDIS_URL)")
 	fs.BoolVar(&cfg.RedisCluster, "redis-cluster", envBool("RATESCOPE_REDIS_CLUSTER"), "treat --redis-url as a Redis Cluster (RATESCOPE_REDIS_CLUSTER)")
 	var policies policyFlags
-	fs.Var(&policies, "policy", "NAME=LIMIT/WINDOW[,LIMIT/WINDOW…], repeatable (RATESCOPE_POLICIES, ';'-separated)")
+	fs.Var(&policies, "policy", "a policy, NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow]; repeatable (RATESCOPE_POLICIES, ';'-separated)")
 	fs.StringVar((*string)(&cfg.FailMode), "fail-mode", env("RATESCOPE_FAIL_MODE", string(httplimit.FailClosed)), "closed or open: the answer when Redis fails (RATESCOPE_FAIL_MODE)")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", envDuration("RATESCOPE_CHECK_TIMEOUT", httplimit.DefaultTimeout), "the longest a check waits for Redis (RATESCOPE_CHECK_TIMEOUT)")
 	fs.StringVar(&cfg.AdminToken, "admin-token", env("RATESCOPE_ADMIN_TOKEN", ""), "bearer token for resets of non-demo windows (RATESCOPE_ADMIN_TOKEN)")
@@ -140,6 +151,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	origins := fs.String("allowed-origins", env("RATESCOPE_ALLOWED_ORIGINS", ""), "comma-separated extra WebSocket origins (RATESCOPE_ALLOWED_ORIGINS)")
 	fs.DurationVar(&cfg.TickInterval, "tick-interval", envDuration("RATESCOPE_TICK_INTERVAL", defaultTickInterval), "how often viewers get the limiter's clock (RATESCOPE_TICK_INTERVAL)")
 	fs.StringVar(&cfg.LogFormat, "log-format", env("RATESCOPE_LOG_FORMAT", "text"), "text or json (RATESCOPE_LOG_FORMAT)")
+	logLevel := fs.String("log-level", env("RATESCOPE_LOG_LEVEL", "info"), "debug, info, warn or error; checks are logged at debug (RATESCOPE_LOG_LEVEL)")
 	fs.StringVar(&cfg.ConfigFile, "config", env("RATESCOPE_CONFIG", ""), "YAML config file with policies, trusted proxies, forward-auth routes and Envoy mappings; reloaded on SIGHUP and on change (RATESCOPE_CONFIG)")
 	proxies := fs.String("trusted-proxies", env("RATESCOPE_TRUSTED_PROXIES", ""), "comma-separated addresses or CIDRs of proxies whose X-Forwarded-For is believed (RATESCOPE_TRUSTED_PROXIES)")
 	fs.StringVar(&cfg.EnvoyConfigDir, "envoy-config-dir", env("RATESCOPE_ENVOY_CONFIG_DIR", envoyRuntimeDir(getenv)), "folder of envoyproxy/ratelimit's own *.yaml config files, served by the Envoy rate limit service; reloaded on change (RATESCOPE_ENVOY_CONFIG_DIR, or RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/config)")
@@ -150,19 +162,39 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.IntVar(&cfg.MaxViewers, "max-viewers", envInt("RATESCOPE_MAX_VIEWERS", defaultMaxViewers), "the most WebSocket viewers this instance serves; 0: no cap (RATESCOPE_MAX_VIEWERS)")
 	fs.IntVar(&cfg.MaxViewersPerClient, "max-viewers-per-client", envInt("RATESCOPE_MAX_VIEWERS_PER_CLIENT", defaultMaxViewersPerClient), "the most WebSocket viewers one client address may open; 0: no cap (RATESCOPE_MAX_VIEWERS_PER_CLIENT)")
 	fs.IntVar(&cfg.DurableReplicas, "durable-replicas", envInt("RATESCOPE_DURABLE_REPLICAS", 0), "answer an allowed check only once this many replicas hold it (WAIT, within the check timeout); 0: don't wait (RATESCOPE_DURABLE_REPLICAS)")
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(fs, usage)
+			return Config{}, err
+		}
+		return Config{}, fmt.Errorf("%w (ratescope --help lists the flags)", err)
+	}
+	if *showVersion {
+		return Config{}, errVersion
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	// setting names a value as the user set it: the flag when one was given,
+	// else its environment twin.
+	setting := func(flagName, envName, value string) string {
+		if given[flagName] || getenv(envName) == "" {
+			return fmt.Sprintf("--%s %q", flagName, value)
+		}
+		return fmt.Sprintf("%s=%q", envName, value)
 	}
 	if fs.NArg() > 0 {
-		errs = append(errs, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+		errs = append(errs, fmt.Errorf("unexpected argument %q (ratescope --help lists the flags)", fs.Arg(0)))
 	}
 	if err := envoyDefaults(&cfg, getenv, fs); err != nil {
 		errs = append(errs, err)
 	}
 
 	specs := []string(policies)
+	policySource := "--policy"
 	if len(specs) == 0 {
 		specs = strings.Split(getenv("RATESCOPE_POLICIES"), ";")
+		policySource = "RATESCOPE_POLICIES"
 	}
 	for _, spec := range specs {
 		if spec = strings.TrimSpace(spec); spec != "" {
@@ -170,7 +202,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		}
 	}
 	if _, err := limiter.ParsePolicies(cfg.PolicySpecs); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("%s: %w", policySource, err))
 	}
 	for p := range strings.SplitSeq(*proxies, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -178,28 +210,32 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		}
 	}
 	if _, err := httplimit.ParseTrustedProxies(cfg.TrustedProxies); err != nil {
-		errs = append(errs, fmt.Errorf("--trusted-proxies: %w", err))
+		errs = append(errs, fmt.Errorf("%s: %w", setting("trusted-proxies", "RATESCOPE_TRUSTED_PROXIES", *proxies), err))
 	}
 	if cfg.DenyCacheSize < 0 {
-		errs = append(errs, fmt.Errorf("--deny-cache-size %d: want 0 (off) or more", cfg.DenyCacheSize))
+		errs = append(errs, fmt.Errorf("%s: want 0 (off) or more", setting("deny-cache-size", "RATESCOPE_DENY_CACHE_SIZE", strconv.Itoa(cfg.DenyCacheSize))))
 	}
 	for _, c := range []struct {
-		flag string
-		n    int
-	}{{"max-conns-per-client", cfg.MaxConnsPerClient}, {"max-viewers", cfg.MaxViewers}, {"max-viewers-per-client", cfg.MaxViewersPerClient}} {
+		flag, env string
+		n         int
+	}{
+		{"max-conns-per-client", "RATESCOPE_MAX_CONNS_PER_CLIENT", cfg.MaxConnsPerClient},
+		{"max-viewers", "RATESCOPE_MAX_VIEWERS", cfg.MaxViewers},
+		{"max-viewers-per-client", "RATESCOPE_MAX_VIEWERS_PER_CLIENT", cfg.MaxViewersPerClient},
+	} {
 		if c.n < 0 {
-			errs = append(errs, fmt.Errorf("--%s %d: want 0 (no cap) or more", c.flag, c.n))
+			errs = append(errs, fmt.Errorf("%s: want 0 (no cap) or more", setting(c.flag, c.env, strconv.Itoa(c.n))))
 		}
 	}
 	switch {
 	case cfg.DurableReplicas < 0:
-		errs = append(errs, fmt.Errorf("--durable-replicas %d: want 0 (don't wait) or more", cfg.DurableReplicas))
+		errs = append(errs, fmt.Errorf("%s: want 0 (don't wait) or more", setting("durable-replicas", "RATESCOPE_DURABLE_REPLICAS", strconv.Itoa(cfg.DurableReplicas))))
 	case cfg.DurableReplicas > 0 && cfg.RedisURL == "":
-		errs = append(errs, fmt.Errorf("--durable-replicas %d: the embedded Redis has no replicas to wait for; set --redis-url to a Redis with replicas, or use 0", cfg.DurableReplicas))
+		errs = append(errs, fmt.Errorf("%s: the embedded Redis has no replicas to wait for; set --redis-url to a Redis with replicas, or use 0", setting("durable-replicas", "RATESCOPE_DURABLE_REPLICAS", strconv.Itoa(cfg.DurableReplicas))))
 	}
 	if cfg.GRPCAddr != "" {
 		if _, _, err := net.SplitHostPort(cfg.GRPCAddr); err != nil {
-			errs = append(errs, fmt.Errorf("--grpc-addr %q: want host:port such as :8081", cfg.GRPCAddr))
+			errs = append(errs, fmt.Errorf("%s: want host:port such as :8081", setting("grpc-addr", "RATESCOPE_GRPC_ADDR", cfg.GRPCAddr)))
 		}
 	}
 	for o := range strings.SplitSeq(*origins, ",") {
@@ -208,19 +244,25 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		}
 	}
 	if cfg.FailMode != httplimit.FailClosed && cfg.FailMode != httplimit.FailOpen {
-		errs = append(errs, fmt.Errorf("--fail-mode %q: want closed or open", cfg.FailMode))
+		errs = append(errs, fmt.Errorf("%s: want closed or open", setting("fail-mode", "RATESCOPE_FAIL_MODE", string(cfg.FailMode))))
 	}
 	if cfg.CheckTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--check-timeout %s: must be positive", cfg.CheckTimeout))
+		errs = append(errs, fmt.Errorf("%s: must be positive", setting("check-timeout", "RATESCOPE_CHECK_TIMEOUT", cfg.CheckTimeout.String())))
 	}
 	if cfg.TickInterval < minTickInterval {
-		errs = append(errs, fmt.Errorf("--tick-interval %s: must be at least %s", cfg.TickInterval, minTickInterval))
+		errs = append(errs, fmt.Errorf("%s: must be at least %s", setting("tick-interval", "RATESCOPE_TICK_INTERVAL", cfg.TickInterval.String()), minTickInterval))
 	}
 	if cfg.LogFormat != "text" && cfg.LogFormat != "json" {
-		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", cfg.LogFormat))
+		errs = append(errs, fmt.Errorf("%s: want text or json", setting("log-format", "RATESCOPE_LOG_FORMAT", cfg.LogFormat)))
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(*logLevel)); err != nil || !slices.Contains(logLevels, strings.ToLower(*logLevel)) {
+		errs = append(errs, fmt.Errorf("%s: want debug, info, warn or error", setting("log-level", "RATESCOPE_LOG_LEVEL", *logLevel)))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("invalid configuration: %w", err)
 	}
 	return cfg, nil
 }
+
+// logLevels are the levels --log-level takes (slog would take "info+2" too).
+var logLevels = []string{"debug", "info", "warn", "error"}

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// fileConfig is the config file's layout (SPEC §7). Decoding is strict: a
+// fileConfig is the config file's layout. Decoding is strict: a
 // field not listed here is an error naming it and its line.
 type fileConfig struct {
 	Policies       []filePolicy `yaml:"policies"`
@@ -65,23 +66,129 @@ func parseFile(b []byte) (*parsedFile, error) {
 		return nil, errors.New("the file is empty; write at least one setting or a comment (or start without --config)")
 	}
 	out := &parsedFile{}
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err == nil {
+		out.root = &root
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&out.fileConfig); err != nil {
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
-		return nil, fmt.Errorf("failed to read the YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("failed to read the YAML: %s", explainYAML(out.root, err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return nil, errors.New("failed to read the YAML: it holds more than one document")
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err == nil {
-		out.root = &root
-	}
 	return out, nil
+}
+
+var (
+	yamlUnknownField = regexp.MustCompile(`^line (\d+): field (\S+) not found in type `)
+	yamlWrongType    = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+)
+
+// explainYAML rewrites the decoder's messages, which name Go types, to name
+// the config file's fields instead: "line 2: field polices not found: …",
+// "line 9: routes[0].cost: want a whole number, not `abc`".
+func explainYAML(root *yaml.Node, err error) string {
+	te, ok := errors.AsType[*yaml.TypeError](err)
+	if !ok {
+		return strings.TrimPrefix(err.Error(), "yaml: ")
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		if f := yamlUnknownField.FindStringSubmatch(m); f != nil {
+			line, _ := strconv.Atoi(f[1])
+			where := "the file's top level"
+			if path := fieldAt(root, line, f[2], true); strings.Contains(path, ".") {
+				where = path[:strings.LastIndex(path, ".")]
+			}
+			msgs[i] = fmt.Sprintf("line %s: field %s not found: %s has no such setting", f[1], f[2], where)
+		} else if f := yamlWrongType.FindStringSubmatch(m); f != nil {
+			line, _ := strconv.Atoi(f[1])
+			got := "`" + f[3] + "`"
+			if f[3] == "" {
+				got = map[string]string{"seq": "a list", "map": "a mapping"}[f[2]]
+			}
+			path := fieldAt(root, line, f[3], false)
+			if path == "" {
+				path = "a value"
+			}
+			msgs[i] = fmt.Sprintf("line %s: %s: want %s, not %s", f[1], path, yamlKind(f[4]), got)
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// yamlKind says what a field of Go type t holds, in the file's terms.
+func yamlKind(t string) string {
+	switch t = strings.TrimPrefix(t, "*"); {
+	case t == "int":
+		return "a whole number"
+	case t == "bool":
+		return "true or false"
+	case t == "string":
+		return "a string"
+	case t == "[]string":
+		return "a list of strings"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	}
+	return "a mapping"
+}
+
+// fieldAt finds the path (routes[0].cost) of the member on line whose key
+// (byKey) or scalar value is text; failing that, the first member on line.
+func fieldAt(root *yaml.Node, line int, text string, byKey bool) string {
+	var exact, first string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		visit := func(at *yaml.Node, v *yaml.Node, p string) {
+			if at.Line == line {
+				if first == "" {
+					first = p
+				}
+				if exact == "" && ((byKey && at.Value == text) || (!byKey && v.Value == text)) {
+					exact = p
+				}
+			}
+			walk(v, p)
+		}
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				at := v
+				if byKey {
+					at = k
+				}
+				visit(at, v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				visit(c, c, fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	if root != nil {
+		walk(root, "")
+	}
+	if exact != "" {
+		return exact
+	}
+	return first
 }
 
 // fieldErr names a field by its path (e.g. routes[1].denyStatus) and, when

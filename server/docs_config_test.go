@@ -15,8 +15,8 @@ import (
 var ratescopeConfig = regexp.MustCompile(`(?m)^(policies|routes|envoy|trustedProxies|unmatched):`)
 
 // TestDocsConfigFilesLoad: every ratescope config file printed in the README
-// and docs/ loads as ratescope loads it at start-up, so none is wrong as
-// printed. (The proxies' own configs are run by the proxy tests.)
+// and docs/, and the example in config/, loads as ratescope loads it at
+// start-up, so none is wrong as printed. (The proxies' own configs are run by the proxy tests.)
 func TestDocsConfigFilesLoad(t *testing.T) {
 	pages, _ := filepath.Glob("../docs/*.md")
 	pages = append(pages, "../README.md")
@@ -41,6 +41,10 @@ func TestDocsConfigFilesLoad(t *testing.T) {
 				t.Errorf("%s, YAML block %d does not load: %v\n%s", page, i+1, err, m[1])
 			}
 		}
+	}
+	// The example the compose file mounts, as it stands.
+	if _, err := newConfigStore(Config{ConfigFile: "../config/ratescope.yaml"}, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Errorf("config/ratescope.yaml does not load: %v", err)
 	}
 	if n < 3 {
 		t.Errorf("found %d ratescope config files in the docs, want the README's and the reference's", n)

@@ -21,9 +21,9 @@ func TestDurableReplicasFlag(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{[]string{"--durable-replicas", "1"}, nil, "--durable-replicas 1: the embedded Redis has no replicas"},
-		{nil, map[string]string{"RATESCOPE_DURABLE_REPLICAS": "2"}, "--durable-replicas 2: the embedded Redis has no replicas"},
-		{[]string{"--durable-replicas", "-1"}, map[string]string{"REDIS_URL": "redis://127.0.0.1:1"}, "--durable-replicas -1: want 0"},
+		{[]string{"--durable-replicas", "1"}, nil, `--durable-replicas "1": the embedded Redis has no replicas`},
+		{nil, map[string]string{"RATESCOPE_DURABLE_REPLICAS": "2"}, `RATESCOPE_DURABLE_REPLICAS="2": the embedded Redis has no replicas`},
+		{[]string{"--durable-replicas", "-1"}, map[string]string{"REDIS_URL": "redis://127.0.0.1:1"}, `--durable-replicas "-1": want 0`},
 		{nil, map[string]string{"RATESCOPE_DURABLE_REPLICAS": "one"}, "RATESCOPE_DURABLE_REPLICAS=\"one\": want a whole number"},
 	} {
 		args := append([]string{"ratescope", "--addr", "127.0.0.1:0"}, c.args...)

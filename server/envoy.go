@@ -7,12 +7,14 @@ import (
 	"net"
 	"sync/atomic"
 
+	"google.golang.org/grpc"
+
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/readiness"
 	"github.com/ratescope/ratescope/server/rls"
 )
 
-// envoyService is the Envoy rate limit service of --grpc-addr (SPEC §7): the
+// envoyService is the Envoy rate limit service of --grpc-addr: the
 // rls adapter over the app's Checker, served on its own listener beside the
 // HTTP server and stopped with it.
 type envoyService struct {
@@ -34,7 +36,7 @@ type envoyMaps struct {
 // listenEnvoy listens on addr and starts the gRPC server's health, or
 // returns nil when addr is empty. Health follows Redis from here on
 // (redisStatus); serve registers the service itself.
-func listenEnvoy(addr string, failMode httplimit.FailMode, log *slog.Logger) (*envoyService, error) {
+func listenEnvoy(addr string, failMode httplimit.FailMode, log *slog.Logger, opts ...grpc.ServerOption) (*envoyService, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -42,7 +44,7 @@ func listenEnvoy(addr string, failMode httplimit.FailMode, log *slog.Logger) (*e
 	if err != nil {
 		return nil, fmt.Errorf("failed to listen on --grpc-addr %s for the Envoy rate limit service: %w", addr, err)
 	}
-	return &envoyService{srv: rls.NewServer(log), ln: ln, failOpen: failMode == httplimit.FailOpen}, nil
+	return &envoyService{srv: rls.NewServer(log, opts...), ln: ln, failOpen: failMode == httplimit.FailOpen}, nil
 }
 
 // register adds the service: every call decides through checker, as the

@@ -39,11 +39,11 @@ func (checkMetrics) Decided(limiter.Decision) {}
 
 // policyCounters count one policy's checks, prepared with the policy (one
 // per config) so a check looks nothing up: decisions by outcome — allowed,
-// denied, or shadow_denied for a shadow policy's would-deny (SPEC §9) — and
+// denied, or shadow_denied for a shadow policy's would-deny — and
 // checks allowed because Redis failed and the fail mode is open.
 type policyCounters struct {
 	allowed, denied, shadowDenied prometheus.Counter
-	failOpen                      func() prometheus.Counter // made on the first, as before any
+	failOpen                      prometheus.Counter
 }
 
 func (m *metrics) policyCounters(policy string) policyCounters {
@@ -51,7 +51,7 @@ func (m *metrics) policyCounters(policy string) policyCounters {
 		allowed:      m.decisions.WithLabelValues(policy, "allowed"),
 		denied:       m.decisions.WithLabelValues(policy, "denied"),
 		shadowDenied: m.decisions.WithLabelValues(policy, "shadow_denied"),
-		failOpen:     func() prometheus.Counter { return m.failOpen.WithLabelValues(policy) },
+		failOpen:     m.failOpen.WithLabelValues(policy), // at zero from the start
 	}
 }
 
@@ -59,7 +59,7 @@ func (policyCounters) Started(httplimit.Target) {}
 
 func (c policyCounters) Finished(_ httplimit.Target, res httplimit.Result, _ time.Duration) {
 	if res.FailedOpen() {
-		c.failOpen().Inc()
+		c.failOpen.Inc()
 	}
 }
 

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -25,7 +27,18 @@ type metrics struct {
 	wsDropped        prometheus.Counter
 	pubsubDropped    prometheus.Counter
 	pubsubReconnects prometheus.Counter
+
+	redisUp          prometheus.Gauge
+	reloadSuccessful prometheus.Gauge
+	reloadSuccessAt  prometheus.Gauge
+	httpRequests     *prometheus.CounterVec
+	httpDuration     *prometheus.HistogramVec
+	grpcRequests     *prometheus.CounterVec
 }
+
+// redisOps are the operations ratescope_redis_errors_total counts, each at
+// zero from the start.
+var redisOps = []string{"check", "window", "reset", "publish", "race", "lab"}
 
 // live is what the live view keeps.
 func (m *metrics) live() live.Metrics {
@@ -91,14 +104,71 @@ func newMetrics() *metrics {
 			Help: "Times the Redis Pub/Sub subscription was started over.",
 		}),
 	}
+	m.redisUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ratescope_redis_up",
+		Help: "1 while Redis accepts the limiter's writes (what /readyz reports), 0 while it does not.",
+	})
+	m.redisUp.Set(1) // as readiness assumes until its first probe
+	m.reloadSuccessful = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ratescope_config_last_reload_successful",
+		Help: "1 when the last reading of the config file was applied, 0 when it was refused (the config before it stays).",
+	})
+	m.reloadSuccessAt = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ratescope_config_last_reload_success_timestamp_seconds",
+		Help: "When the config in force was loaded, in Unix seconds.",
+	})
+	m.httpRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratescope_http_requests_total",
+		Help: "HTTP requests, by route (the route's pattern, e.g. /api/v1/check; unmatched for paths no route serves) and the status code sent.",
+	}, []string{"route", "code"})
+	m.httpDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "ratescope_http_request_duration_seconds",
+		Help:    "Time from a request's arrival to its answer, by route; for the WebSocket streams, how long they were open.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10},
+	}, []string{"route"})
+	m.grpcRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratescope_grpc_requests_total",
+		Help: "gRPC calls (the Envoy rate limit service, health, reflection), by full method name and status code.",
+	}, []string{"method", "code"})
+	build := readBuild()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "ratescope_build_info",
+		Help:        "Always 1; the labels say which build is running.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "commit": build.Commit, "goversion": build.GoVersion},
+	})
+	buildInfo.Set(1)
 	m.configReloads.WithLabelValues("ok")
 	m.configReloads.WithLabelValues("error")
 	m.wsRefused.WithLabelValues(refusedClient)
 	m.wsRefused.WithLabelValues(refusedInstance)
+	for _, op := range redisOps {
+		m.redisErrors.WithLabelValues(op)
+	}
 	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
 		m.connsRefused, m.viewers, m.wsRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
+		m.redisUp, m.reloadSuccessful, m.reloadSuccessAt, m.httpRequests, m.httpDuration, m.grpcRequests, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// configLoaded records a reading of the config file: applied (ok) at at, or
+// refused.
+func (m *metrics) configLoaded(ok bool, at time.Time) {
+	if !ok {
+		m.reloadSuccessful.Set(0)
+		return
+	}
+	m.reloadSuccessful.Set(1)
+	m.reloadSuccessAt.Set(float64(at.UnixMilli()) / 1000)
+}
+
+// redisStatus follows Redis's state as readiness finds it.
+func (m *metrics) redisStatus(up bool) {
+	if up {
+		m.redisUp.Set(1)
+	} else {
+		m.redisUp.Set(0)
+	}
 }
 
 // countLocalDenials exports the deny cache's answers, read from the

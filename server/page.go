@@ -3,10 +3,10 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/static"
 	"github.com/ratescope/ratescope/views"
 )
@@ -35,7 +35,7 @@ func handlePage(a *app) echo.HandlerFunc {
 			policies[i] = views.Policy{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				policies[i].Rules = append(policies[i].Rules, views.Rule{
-					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, shortDuration(r.Window)),
+					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, limiter.WindowString(r.Window)),
 				})
 			}
 		}
@@ -47,18 +47,6 @@ func handlePage(a *app) echo.HandlerFunc {
 		c.Response().Header().Set("Cache-Control", "no-store")
 		c.Response().WriteHeader(http.StatusOK)
 		return views.IndexPage(page).Render(c.Request().Context(), c.Response())
-	}
-}
-
-// shortDuration prints 10s, 1m, 1h rather than Go's 1m0s.
-func shortDuration(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	default:
-		return fmt.Sprintf("%ds", d/time.Second)
 	}
 }
 

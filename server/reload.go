@@ -57,6 +57,7 @@ func newConfigStore(cfg Config, m *metrics, log *slog.Logger) (*configStore, err
 	s.cur.Store(set)
 	s.lastRead = in.digest()
 	s.logWarnings(set)
+	m.configLoaded(true, set.loadedAt)
 	return s, nil
 }
 
@@ -175,6 +176,7 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 	}
 	if err != nil {
 		s.metrics.configReloads.WithLabelValues("error").Inc()
+		s.metrics.configLoaded(false, time.Time{})
 		s.log.Error("config reload refused; the running config stays", "reason", reason,
 			"version", s.load().version, "err", err)
 		return err
@@ -189,6 +191,7 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 		}
 	}
 	s.metrics.configReloads.WithLabelValues("ok").Inc()
+	s.metrics.configLoaded(true, set.loadedAt)
 	s.log.Info("config reloaded", "reason", reason, "version", set.version, "previous", old.version,
 		"policies", len(set.policies), "routes", len(set.routes))
 	s.logWarnings(set)

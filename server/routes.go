@@ -15,6 +15,7 @@ func routes(e *echo.Echo, a *app) {
 	api.POST("/race", handleRace(a))
 	api.POST("/lab/check", handleLabCheck(a))
 	api.DELETE("/lab", handleLabReset(a))
+	api.GET("/openapi.json", handleOpenAPI())
 
 	forwardAuth := handleForwardAuth(a.store, a.checker)
 	e.Any(forwardAuthPrefix, forwardAuth)

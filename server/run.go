@@ -46,16 +46,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if len(args) > 1 && args[1] == "healthcheck" {
-		return healthcheck(ctx, args[2:], getenv)
+		return healthcheck(ctx, args[2:], getenv, stdout)
 	}
 	cfg, err := parseConfig(args[1:], getenv, stdout)
-	if errors.Is(err, flag.ErrHelp) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return nil
-	}
-	if err != nil {
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, readBuild())
+		return nil
+	case err != nil:
 		return err
 	}
-	log := newLogger(cfg.LogFormat, stdout)
+	log := newLogger(cfg.LogFormat, cfg.LogLevel, stdout)
 	if soft, hard, err := raiseOpenFiles(); err != nil {
 		log.Warn("open files limit not raised", "soft", soft, "hard", hard, "err", err)
 	} else {
@@ -86,13 +89,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return fmt.Errorf("failed to listen on %s: %w", cfg.Addr, err)
 	}
 	ln = limitConns(ln, cfg.MaxConnsPerClient, func() httplimit.TrustedProxies { return store.load().trusted }, m.connsRefused)
-	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log)
+	envoy, err := listenEnvoy(cfg.GRPCAddr, cfg.FailMode, log, newGRPCMetrics(m).options()...)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	// Readiness hears of every check and tells gRPC health.
+	// Readiness hears of every check and tells gRPC health and the metrics.
 	ready := readiness.New(rdb, log)
+	ready.OnChange(func(s readiness.State) { m.redisStatus(s.Ready()) })
 	if envoy != nil {
 		ready.OnChange(envoy.redisStatus)
 	}
@@ -217,11 +221,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return nil
 }
 
-func newLogger(format string, w io.Writer) *slog.Logger {
+func newLogger(format string, level slog.Level, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, nil))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(w, nil))
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // displayAddr turns a wildcard listen address into one a browser can open.
@@ -237,6 +242,8 @@ func newEcho(a *app) *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = errorHandler(a.log)
+	traffic := &httpMetrics{m: a.metrics}
+	e.Use(traffic.middleware) // outermost: it counts the status the client got
 	e.Use(middleware.Recover())
 	e.Use(securityHeaders)
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
@@ -267,6 +274,7 @@ func newEcho(a *app) *echo.Echo {
 		},
 	}))
 	routes(e, a)
+	traffic.prepare(e.Routes())
 	return e
 }
 
@@ -304,15 +312,23 @@ var hardening = []struct {
 
 // healthcheck probes /healthz of a server on this machine: the compose
 // healthcheck of the distroless image, which has no shell or curl.
-func healthcheck(ctx context.Context, args []string, getenv func(string) string) error {
+func healthcheck(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	addr := getenv("RATESCOPE_ADDR")
 	if addr == "" {
 		addr = defaultAddr
 	}
-	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
-	fs.StringVar(&addr, "addr", addr, "the server's listen address")
+	fs := flag.NewFlagSet("ratescope healthcheck", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // an error is returned, and printed once by main
+	fs.Usage = func() {}
+	fs.StringVar(&addr, "addr", addr, "the server's listen address (RATESCOPE_ADDR)")
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, "Usage: ratescope healthcheck [--addr A]\n\nExits 0 when GET /healthz of the server on this machine answers 200 within 3 s.\n\nFlags:")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil
+		}
+		return fmt.Errorf("healthcheck: %w", err)
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

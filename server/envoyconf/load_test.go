@@ -38,25 +38,25 @@ func TestFeaturesLoad(t *testing.T) {
 		got = append(got, p.String())
 	}
 	want := []string{
-		"big.bulk=250000/24h0m0s@fixed",
-		"big.small=100000/24h0m0s",
-		"edge.remote_address=4/1m0s",
-		"edge.remote_address_203.0.113.9=0/1m0s",
-		"edge.path_/api/*/export=2/1h0m0s",
-		"edge.path_/files/*=3/1h0m0s",
-		"edge.path=1000/24h0m0s",
-		"messaging.message_type_marketing.to_number=2/24h0m0s",
-		"messaging.to_number=5/24h0m0s",
-		"messaging.priority_high.to_number=3/24h0m0s",
-		"messaging.tenant.user=1/1h0m0s+shadow",
-		"messaging.quota_bucket=1/168h0m0s",
+		"big.bulk=250000/24h@fixed",
+		"big.small=100000/24h",
+		"edge.remote_address=4/1m",
+		"edge.remote_address_203.0.113.9=0/1m",
+		"edge.path_/api/*/export=2/1h",
+		"edge.path_/files/*=3/1h",
+		"edge.path=1000/24h",
+		"messaging.message_type_marketing.to_number=2/24h",
+		"messaging.to_number=5/24h",
+		"messaging.priority_high.to_number=3/24h",
+		"messaging.tenant.user=1/1h+shadow",
+		"messaging.quota_bucket=1/168h",
 		"units.s=10/1s@fixed",
-		"units.m=10/1m0s@fixed",
-		"units.h=10/1h0m0s@fixed",
-		"units.d=10/24h0m0s@fixed",
-		"units.w=10/168h0m0s@fixed",
-		"units.mo=10/720h0m0s@fixed",
-		"units.y=4000000000/8760h0m0s@fixed",
+		"units.m=10/1m@fixed",
+		"units.h=10/1h@fixed",
+		"units.d=10/24h@fixed",
+		"units.w=10/168h@fixed",
+		"units.mo=10/720h@fixed",
+		"units.y=4000000000/8760h@fixed",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("policies\n got %q\nwant %q", got, want)
@@ -230,7 +230,7 @@ descriptors:
 	for _, p := range s.Policies() {
 		got = append(got, p.String())
 	}
-	want := []string{"lenient.42_true=8/1h0m0s", "lenient.again=9/1h0m0s", "lenient.zero=0/1s", "lenient.shh=16/1m0s+shadow"}
+	want := []string{"lenient.42_true=8/1h", "lenient.again=9/1h", "lenient.zero=0/1s", "lenient.shh=16/1m+shadow"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("policies %q, want %q", got, want)
 	}
