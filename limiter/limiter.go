@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/redisdb"
 )
 
 // MaxEvict bounds how many expired entries one call removes, so no call blocks
@@ -41,6 +43,8 @@ type Limiter struct {
 	rdb   rediser
 	batch *batcher   // nil: one round trip per check
 	cache *denyCache // nil: no local deny cache
+	// resets is the resets channel of rdb's database.
+	resets string
 	// replicas must hold an allowed decision before it is answered
 	// (WithDurableReplicas); 0: none.
 	replicas int
@@ -54,7 +58,7 @@ type Limiter struct {
 // DefaultDenyCacheSize denials unless WithDenyCache says otherwise; it
 // answers only while Run runs.
 func New(rdb redis.UniversalClient, opts ...Option) *Limiter {
-	l := &Limiter{rdb: rdb}
+	l := &Limiter{rdb: rdb, resets: redisdb.Channel(resetsChannel, rdb)}
 	WithBatching(DefaultMaxBatch, DefaultMaxInFlight)(l)
 	WithDenyCache(DefaultDenyCacheSize)(l)
 	for _, o := range opts {
@@ -197,13 +201,19 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
-	if !p.costFits(cost) {
+	if !p.CostFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}
 	k := cacheKey{key: key, policy: p.Name}
 	var sent int64
 	var t ticket
-	if c := l.cache; c != nil {
+	// A CountDenied policy counts every denial in Redis: the cache, which
+	// would answer some without counting them, stays out of its way.
+	cache := l.cache
+	if p.CountDenied {
+		cache = nil
+	}
+	if c := cache; c != nil {
 		// Taken before the check leaves (batching may queue it): the cache's
 		// deadline counts from here, which is never after Redis ran the check.
 		sent = c.now()
@@ -223,8 +233,8 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 		return Decision{}, err
 	}
 	d.Shadow = p.Shadow
-	if l.cache != nil && !d.Allowed {
-		l.cache.store(t, k, p, d, retry1, sent)
+	if cache != nil && !d.Allowed {
+		cache.store(t, k, p, d, retry1, sent)
 	}
 	return d, nil
 }

@@ -11,11 +11,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ResetsChannel is the classic Pub/Sub channel on which Reset announces every
-// reset, as "<policy> <key>", so every instance's deny cache forgets that
-// window. Classic Pub/Sub reaches every subscriber on a standalone Redis, on
+// resetsChannel names the classic Pub/Sub channel on which Reset announces
+// every reset, as "<policy> <key>", so every instance's deny cache forgets
+// that window: with the database number added (redisdb.Channel), as Pub/Sub
+// spans every database of a Redis and a reset on one must not clear another's
+// cache. Classic Pub/Sub reaches every subscriber on a standalone Redis, on
 // every node of a cluster and on the embedded Redis alike.
-const ResetsChannel = "ratescope:limiter:resets"
+const resetsChannel = "ratescope:limiter:resets"
 
 // How Run watches its subscription: after resetsIdle without a message it
 // pings, and a ping unanswered for another resetsIdle means the connection is
@@ -29,7 +31,8 @@ const (
 )
 
 // Reset deletes key's state under p, of every algorithm (the client starts
-// afresh), and announces it on ResetsChannel in the same round trip, so every
+// afresh), and announces it on its database's resets channel in the same
+// round trip, so every
 // instance's deny cache forgets the window within the Pub/Sub delay; this
 // instance's cache forgets it before Reset returns.
 func (l *Limiter) Reset(ctx context.Context, key string, p Policy) error {
@@ -38,7 +41,7 @@ func (l *Limiter) Reset(ctx context.Context, key string, p Policy) error {
 	}
 	pipe := l.rdb.Pipeline()
 	pipe.Del(ctx, allStateKeys(key, p.Name)...)
-	pipe.Publish(ctx, ResetsChannel, p.Name+" "+key)
+	pipe.Publish(ctx, l.resets, p.Name+" "+key)
 	_, err := pipe.Exec(ctx)
 	if l.cache != nil {
 		// Even after an error: the delete may have happened.
@@ -51,7 +54,7 @@ func (l *Limiter) Reset(ctx context.Context, key string, p Policy) error {
 }
 
 // Run keeps the local deny cache in step with resets made by any instance:
-// it subscribes to ResetsChannel and drops each announced window. The cache
+// it subscribes to its database's resets channel and drops each announced window. The cache
 // stores and answers only while that subscription is up; when it is lost the
 // cache empties and stops, and when it is back (Run resubscribes by itself,
 // backing off) the cache starts empty, as resets may have been missed
@@ -89,7 +92,7 @@ func (l *Limiter) Run(ctx context.Context) error {
 // followResets holds one subscription until it fails or ctx ends; up reports
 // whether it was ever confirmed.
 func (l *Limiter) followResets(ctx context.Context) (up bool, err error) {
-	ps := l.rdb.Subscribe(ctx, ResetsChannel)
+	ps := l.rdb.Subscribe(ctx, l.resets)
 	defer ps.Close()
 	// A blocked receive does not watch ctx; closing the subscription ends it.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })

@@ -247,3 +247,37 @@ func TestDenyCacheConcurrent(t *testing.T) {
 		t.Errorf("the cache answered nothing: %+v", st)
 	}
 }
+
+// TestDenyCacheResetsStayInTheirDatabase: two deployments on databases 0 and
+// 1 of one redis-server share no resets — a reset on database 1 leaves
+// database 0's cached denial answering — while a reset on database 0 still
+// reaches its own deployment's caches. On a real redis-server.
+func TestDenyCacheResetsStayInTheirDatabase(t *testing.T) {
+	srv := redistest.Start(t)
+	db := func(n string) *redis.Client { return newClient(t, "redis://"+srv.Addr+"/"+n) }
+	a, other, same := cachedLimiter(t, db("0")), cachedLimiter(t, db("1")), cachedLimiter(t, db("0"))
+	p := mustPolicy(t, "resets=2/1m")
+	key := uniqueKey(t)
+	fillUntilDenied(t, a, key, p)
+	fillUntilDenied(t, other, key, p)
+	if err := other.Reset(context.Background(), key, p); err != nil {
+		t.Fatal(err)
+	}
+	// Database 1's reset has had far longer than the Pub/Sub delay when the
+	// last of these checks runs.
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if d := allow(t, a, key, p, 1); !d.Cached {
+			t.Fatalf("a reset on database 1 cleared database 0's cached denial: %+v", d)
+		}
+	}
+	if err := same.Reset(context.Background(), key, p); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for allow(t, a, key, p, 1).Cached {
+		if time.Now().After(deadline) {
+			t.Fatal("a reset on database 0 did not clear database 0's cache within 1 s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

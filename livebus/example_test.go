@@ -27,7 +27,7 @@ func Example() {
 	go pub.Run(ctx)
 	defer pub.Close()
 
-	page := rdb.Subscribe(ctx, "ratescope:events")
+	page := rdb.Subscribe(ctx, "ratescope:events:db0") // the bus of database 0
 	defer page.Close()
 	if _, err := page.Receive(ctx); err != nil { // subscribed
 		panic(err)
@@ -36,7 +36,7 @@ func Example() {
 	d := limiter.Decision{Allowed: true, Key: "alice", Policy: login.Name, Cost: 1, ID: "7c9e…",
 		Rules: []limiter.RuleState{{Limit: 5, WindowMs: 60_000, Count: 1, Remaining: 4}}}
 	for pub.Stats().Published == 0 { // until the Publisher has heard of the viewer
-		rdb.Publish(ctx, "ratescope:events", `{"o":"page-1","k":"presence","v":{"login|alice":1}}`)
+		rdb.Publish(ctx, "ratescope:events:db0", `{"o":"page-1","k":"presence","v":{"login|alice":1}}`)
 		pub.Decision(d)
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -29,7 +29,7 @@ func newClient(t *testing.T) *redis.Client {
 // channel subscribes to the bus and returns every envelope published on it.
 func channel(t *testing.T, rdb *redis.Client) <-chan bus.Envelope {
 	t.Helper()
-	ps := rdb.Subscribe(context.Background(), bus.Channel)
+	ps := rdb.Subscribe(context.Background(), bus.Channel(rdb))
 	if _, err := ps.Receive(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	// announce it until a probe gets through.
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
-		if err := rdb.Publish(context.Background(), bus.Channel, presence.Encode()).Err(); err != nil {
+		if err := rdb.Publish(context.Background(), bus.Channel(rdb), presence.Encode()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p.Decision(decision(unwatched, fmt.Sprint("u", i)))
@@ -157,8 +157,8 @@ func TestPublisherStopsCleanly(t *testing.T) {
 	go func() { done <- p.Run(context.Background()) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for { // running: subscribed to the channel
-		n, err := rdb.PubSubNumSub(context.Background(), bus.Channel).Result()
-		if err == nil && n[bus.Channel] == 1 {
+		n, err := rdb.PubSubNumSub(context.Background(), bus.Channel(rdb)).Result()
+		if err == nil && n[bus.Channel(rdb)] == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

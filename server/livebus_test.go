@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -18,20 +19,25 @@ import (
 )
 
 // TestServiceDecisionsReachTheLiveView runs a ratescope server and, beside
-// it on the same Redis, a Go service limited by httplimit with WithLiveView:
-// a viewer of the server watching the service's window gets the service's
-// decisions, in order, named by the service's instance, and snapshots show
-// their entries.
+// it on the same Redis and database (1: Pub/Sub channels carry it), a Go
+// service limited by httplimit with WithLiveView: a viewer of the server
+// watching the service's window gets the service's decisions, in order, named
+// by the service's instance, and snapshots show their entries.
 func TestServiceDecisionsReachTheLiveView(t *testing.T) {
 	const policy = "checkout=100/1m"
-	url := redistest.URL(t)
-	app := startApp(t, map[string]string{"REDIS_URL": url}, "--policy", policy)
+	u, err := url.Parse(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/1"
+	db1 := u.String()
+	app := startApp(t, map[string]string{"REDIS_URL": db1}, "--policy", policy)
 	key := newKey()
 	v := watch(t, app, "policy=checkout&key="+key, nil)
 	v.next("hello", nil)
 
 	// The service: its own Redis client, limiter and publisher.
-	opts, err := redis.ParseURL(url)
+	opts, err := redis.ParseURL(db1)
 	if err != nil {
 		t.Fatal(err)
 	}

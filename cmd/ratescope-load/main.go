@@ -24,6 +24,11 @@
 //	go run ./cmd/ratescope-load                       # every phase, a few minutes
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws   # the algorithms only
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-algos --viewers 1000,2000,10000
+//
+// With --envoy it also measures the Envoy rate limit service against
+// envoyproxy/ratelimit built from its source (envoy.go):
+//
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --envoy --envoy-rl-src ~/src/ratelimit
 package main
 
 import (
@@ -59,6 +64,16 @@ type options struct {
 	traceDuration time.Duration
 	skipReference bool
 	out           string
+	// The Envoy phase, off unless --envoy: it builds envoyproxy/ratelimit.
+	envoy           bool
+	envoySrc        string
+	envoyLocalCache int
+
+	failover         bool
+	failoverRate     int
+	failoverRuns     int
+	failoverRestart  time.Duration
+	failoverReplicas []int
 }
 
 func main() {
@@ -90,7 +105,17 @@ func main() {
 	flag.DurationVar(&o.traceDuration, "trace-duration", time.Minute, "how long the algorithms phase's trace lasts (it is replayed in real time)")
 	flag.BoolVar(&o.skipReference, "skip-reference", false, "measure ratescope's fan-out without the reference server beside it")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
+	flag.BoolVar(&o.envoy, "envoy", false, "also run the Envoy phase: ShouldRateLimit against envoyproxy/ratelimit built from its source (needs git and go)")
+	flag.StringVar(&o.envoySrc, "envoy-rl-src", "", "envoyproxy/ratelimit's source for --envoy: a checkout, or a git repository to clone; empty: a shallow clone of github.com/envoyproxy/ratelimit")
+	flag.IntVar(&o.envoyLocalCache, "envoy-rl-local-cache", 0, "also measure envoyproxy/ratelimit with LOCAL_CACHE_SIZE_IN_BYTES set to this (its over-limit cache); 0: not")
+	flag.BoolVar(&o.failover, "failover", false, "run only the failover phase: a Sentinel deployment's master killed under load, with and without durable replicas (needs redis-server; ignores --redis-url)")
+	flag.IntVar(&o.failoverRate, "failover-rate", 500, "checks per second of the failover phase's load")
+	flag.IntVar(&o.failoverRuns, "failover-runs", 3, "runs of each failover variant")
+	flag.DurationVar(&o.failoverRestart, "failover-restart", 2*time.Second, "how long after the kill the old master starts again, empty")
+	replicas := viewerCounts{1, 2}
+	flag.Var(&replicas, "failover-replicas", "replica counts of the failover phase's deployments, comma-separated")
 	flag.Parse()
+	o.failoverReplicas = replicas
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "ratescope-load:", err)
 		os.Exit(2)
@@ -117,6 +142,8 @@ func (o options) validate() error {
 		return errors.New("--check-interval must not be negative")
 	case o.traceDuration < time.Second:
 		return errors.New("--trace-duration must be at least 1s")
+	case o.failoverRate < 1 || o.failoverRuns < 1 || o.failoverRestart < 0:
+		return errors.New("--failover-rate and --failover-runs must be at least 1, --failover-restart not negative")
 	}
 	return nil
 }
@@ -181,6 +208,9 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(dir)
 	e := &env{o: o, redisURL: o.redisURL, dir: dir, rep: rep}
+	if o.failover {
+		return runFailover(ctx, e)
+	}
 	if e.redisURL == "" {
 		rs, err := redistest.Launch(ctx, dir)
 		if err != nil {
@@ -202,6 +232,7 @@ func run(o options) error {
 		{"library", o.skipLib, measureLibrary},
 		{"WebSocket fan-out", o.skipWS, measureFanOut},
 		{"algorithms", o.skipAlgos, measureAlgorithms},
+		{"Envoy", !o.envoy, measureEnvoy},
 	}
 	var failed []string
 	for _, p := range phases {
@@ -215,11 +246,28 @@ func run(o options) error {
 			rep.line("**The %s phase failed:** %v", p.name, err)
 		}
 	}
+	return finish(ctx, o, rep, failed)
+}
+
+// runFailover is the run of --failover: that phase alone, on redis-servers
+// of its own.
+func runFailover(ctx context.Context, e *env) error {
+	progress("failover phase…")
+	var failed []string
+	if err := measureFailover(ctx, e); err != nil {
+		failed = append(failed, "failover")
+		e.rep.line("")
+		e.rep.line("**The failover phase failed:** %v", err)
+	}
+	return finish(ctx, e.o, e.rep, failed)
+}
+
+// finish prints the report, writes it to --out and says how the run ended.
+func finish(ctx context.Context, o options, rep *report, failed []string) error {
 	if ctx.Err() != nil {
 		rep.line("")
 		rep.line("**Interrupted**: the report is incomplete.")
 	}
-
 	fmt.Print(rep.String())
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(rep.String()), 0o644); err != nil {

@@ -11,11 +11,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/ratescope/ratescope/internal/redisdb"
 )
 
-// Channel is the classic Pub/Sub channel every instance publishes to and
-// subscribes to (classic Pub/Sub works standalone, on a cluster and embedded).
-const Channel = "ratescope:events"
+// Channel is the classic Pub/Sub channel every instance on rdb's database
+// publishes to and subscribes to (classic Pub/Sub works standalone, on a
+// cluster and embedded): "ratescope:events:db<N>". Pub/Sub spans every
+// database of a Redis, so the number keeps deployments on two databases of
+// one server apart; a cluster has database 0 only.
+func Channel(rdb Client) string { return redisdb.Channel("ratescope:events", rdb) }
 
 // KindPresence is the kind of an envelope whose Viewers hold the sender's
 // viewer counts. Every other envelope carries an event for a window's

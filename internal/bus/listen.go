@@ -23,7 +23,7 @@ type ListenHooks struct {
 	Reconnect func()
 }
 
-// Listen hands every payload published on Channel to handle (Decode reads
+// Listen hands every payload published on Channel(rdb) to handle (Decode reads
 // it) until ctx ends. It watches the subscription itself (a ping when nothing
 // arrives for a while) and starts over with a fresh connection whenever it
 // fails, so it survives Redis restarts and pauses.
@@ -48,7 +48,7 @@ func Listen(ctx context.Context, rdb Client, handle func(payload []byte), h List
 }
 
 func receiveUntilError(ctx context.Context, rdb Client, handle func([]byte)) error {
-	ps := rdb.Subscribe(ctx, Channel)
+	ps := rdb.Subscribe(ctx, Channel(rdb))
 	defer ps.Close()
 	// A blocked receive does not watch ctx; closing the subscription ends it.
 	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })

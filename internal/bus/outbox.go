@@ -24,7 +24,7 @@ type Client interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
-// Outbox queues encoded envelopes and publishes them on Channel from one
+// Outbox queues encoded envelopes and publishes them on Channel(rdb) from one
 // goroutine, in order, several to a PUBLISH when they pile up (up to
 // MaxBatch): a burst of events costs Redis a few commands, not one each.
 type Outbox struct {
@@ -52,6 +52,7 @@ func (o *Outbox) Len() int { return len(o.queue) }
 // timeout; report, when not nil, learns how many envelopes each PUBLISH
 // carried and its error.
 func (o *Outbox) Run(ctx context.Context, rdb Client, timeout time.Duration, report func(n int, err error)) {
+	channel := Channel(rdb)
 	batch := make([][]byte, 0, MaxBatch)
 	var payload []byte
 	for {
@@ -72,7 +73,7 @@ func (o *Outbox) Run(ctx context.Context, rdb Client, timeout time.Duration, rep
 		}
 		payload = AppendBatch(payload[:0], batch)
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		err := rdb.Publish(pctx, Channel, payload).Err()
+		err := rdb.Publish(pctx, channel, payload).Err()
 		cancel()
 		if report != nil {
 			report(len(batch), err)

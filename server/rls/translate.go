@@ -3,13 +3,13 @@ package rls
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
 // MaxDescriptors bounds the descriptors of one request. Envoy sends one per
@@ -23,9 +23,18 @@ type check struct {
 	key    string
 	policy *httplimit.Policy // nil: unmapped
 	cost   int
-	// never marks a cost the policy can never allow (above its MaxCost): the
-	// descriptor is OVER_LIMIT without asking Redis, and nothing is recorded.
+	// peek decides without recording (hits_addend 0).
+	peek bool
+	// never marks a cost the policy can never take: the descriptor is
+	// OVER_LIMIT without asking Redis, and nothing is recorded.
 	never bool
+	// unlimited marks a limit of the files with unlimited: true: OK, with
+	// nothing counted.
+	unlimited bool
+	// file is how the answer describes the limit when a file of
+	// envoyproxy/ratelimit's, or a limit override, wrote it; nil: by the
+	// policy's binding rule.
+	file *fileLimit
 	// orphan names the policy a mapping points at when no such policy is
 	// configured: a reload between reading the mappings and the policies.
 	// The descriptor is treated as unmapped, as the new config says.
@@ -45,14 +54,16 @@ func (c check) asks() bool { return c.mapped() && !c.never }
 //     order, within the request's domain;
 //   - the client key is its entries' values in order, joined with ":" by
 //     clientKey;
-//   - the cost is the descriptor's hits_addend when set, else the request's,
-//     and 0 means 1; a cost above the policy's MaxCost (its smallest limit,
-//     and 1,000 for the log) could never be allowed: the check is marked
-//     never, not an error — Envoy lets a failed call's request through;
+//   - the cost is read by hitsOf and set by setCost: the descriptor's own
+//     hits_addend when set, where 0 is a peek, else the request's, where 0
+//     means 1; a cost the policy can never take is never, not an error —
+//     Envoy lets a failed call's request through;
+//   - a descriptor's limit override replaces the policy's rules with its
+//     one rule (envoyconf.Override), as envoyproxy/ratelimit honours it;
 //   - is_negative_hits is refused: a log records requests and cannot take
-//     them back. A descriptor's own limit override is ignored: the policy
-//     decides.
-func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool)) ([]check, error) {
+//     them back.
+func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool),
+	prepare func(limiter.Policy) *httplimit.Policy, compat bool) ([]check, error) {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	switch {
@@ -91,8 +102,18 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 			out[i].orphan = name
 			continue
 		}
-		cost := costOf(req, d)
-		out[i] = check{key: clientKey(values), policy: p, cost: int(min(cost, math.MaxInt32)), never: cost > uint64(p.MaxCost())}
+		c := check{key: clientKey(values), policy: p}
+		if o := d.GetLimit(); o != nil {
+			unit := envoyconf.Unit(o.GetUnit())
+			op, ok := envoyconf.Override(p.Policy, p.Name, o.GetRequestsPerUnit(), unit)
+			if !ok {
+				return nil, fmt.Errorf("descriptors[%d].limit.unit: %s is not a unit; want SECOND to YEAR", i, o.GetUnit())
+			}
+			c.policy = prepare(op)
+			c.file = &fileLimit{rate: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit}}
+		}
+		c.setCost(req, d, compat)
+		out[i] = c
 	}
 	return out, nil
 }
@@ -106,16 +127,6 @@ func policyFor(maps []Mapping, domain string, keys []string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// costOf reads a mapped descriptor's cost: its own hits_addend when set,
-// else the request's; 0 means 1.
-func costOf(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) uint64 {
-	raw := uint64(req.GetHitsAddend())
-	if h := d.GetHitsAddend(); h != nil {
-		raw = h.GetValue()
-	}
-	return max(raw, 1)
 }
 
 // clientKey joins a descriptor's values with ":" into a key the limiter
