@@ -37,8 +37,9 @@ func TestDurableReplicasFlag(t *testing.T) {
 // TestDurableReplicas: with --durable-replicas 1 and the replica paused, a
 // check that would be allowed gets the fail mode's answer within the check
 // timeout (503 when closed; 200 without RateLimit fields when open), counted
-// as a Redis error; a full window's denial still answers 429; once the
-// replica answers again, so do checks.
+// as a Redis error; a full window's denial still answers 429; /readyz says
+// "noreplicas" (503); once the replica answers again, so do checks and
+// readiness.
 func TestDurableReplicas(t *testing.T) {
 	d := redistest.StartDeployment(t, redistest.DeploymentConfig{})
 	env := map[string]string{"REDIS_URL": d.URL, "RATESCOPE_CHECK_TIMEOUT": "1s"}
@@ -73,6 +74,10 @@ func TestDurableReplicas(t *testing.T) {
 		t.Fatalf("the failed check is not counted as a Redis error:\n%s", grepLines(metrics, "redis_errors"))
 	}
 
+	// Redis cannot confirm a decision: the instances are not ready.
+	readyAs(t, closed, nil, 503, "noreplicas", readyOffWithin)
+
 	d.Resume(replica)
 	checkUntilOK(t, closed.URL+"/api/v1/check?policy=api", 10*time.Second)
+	readyAs(t, closed, nil, 200, "up", readyOnWithin)
 }

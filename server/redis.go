@@ -24,37 +24,39 @@ const dialTimeout = time.Second
 // Redis: an unreachable Redis is reported by /readyz and the fail mode.
 func connectRedis(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
 	quietRedisLogs.Do(func() { redis.SetLogger(redisLogger{}) })
-	closeEmbedded := func() {}
+	release := func() {} // what goes with the client: the embedded Redis, the Sentinel guard
 	rawURL := cfg.RedisURL
 	if rawURL == "" {
 		emb, err := embedredis.Start()
 		if err != nil {
 			return nil, nil, err
 		}
-		closeEmbedded = emb.Close
+		release = emb.Close
 		rawURL = emb.URL()
 		log.Info("using the embedded in-process Redis (miniredis) on "+emb.Addr()+": fine for the demo, not for production; set REDIS_URL=redis://host:6379/0 or --redis-url to use a real Redis",
 			"redis", "embedded")
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		closeEmbedded()
+		release()
 		return nil, nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
 	}
 	var rdb redis.UniversalClient
 	if u.Query().Has("master_name") {
 		if cfg.RedisCluster {
-			closeEmbedded()
+			release()
 			return nil, nil, errors.New("failed to connect to Redis: --redis-cluster and a Sentinel URL (master_name=) exclude each other")
 		}
-		if rdb, err = connectSentinel(rawURL, log); err != nil {
-			closeEmbedded()
+		var closeGuard func()
+		if rdb, closeGuard, err = connectSentinel(rawURL, log); err != nil {
+			release()
 			return nil, nil, err
 		}
+		release = closeGuard // a URL was given: there is no embedded Redis
 	} else if cfg.RedisCluster || u.Query().Has("addr") {
 		opt, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
-			closeEmbedded()
+			release()
 			return nil, nil, fmt.Errorf("failed to parse the Redis Cluster URL: %w", err)
 		}
 		// No retries: a retried script may have run already and would record twice.
@@ -64,7 +66,7 @@ func connectRedis(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), 
 	} else {
 		opt, err := redis.ParseURL(rawURL)
 		if err != nil {
-			closeEmbedded()
+			release()
 			return nil, nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
 		}
 		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialTimeout = true, -1, dialTimeout
@@ -73,7 +75,7 @@ func connectRedis(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), 
 			log.Info("using Redis", "redis", "standalone", "addr", opt.Addr)
 		}
 	}
-	return rdb, func() { _ = rdb.Close(); closeEmbedded() }, nil
+	return rdb, func() { _ = rdb.Close(); release() }, nil
 }
 
 // quietRedisLogs: go-redis logs pool dial failures by itself to stderr; the

@@ -96,6 +96,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	// Readiness hears of every check and tells gRPC health and the metrics.
 	ready := readiness.New(rdb, log)
+	ready.RequireReplicas(cfg.DurableReplicas)
 	ready.OnChange(func(s readiness.State) { m.redisStatus(s.Ready()) })
 	if envoy != nil {
 		ready.OnChange(envoy.redisStatus)

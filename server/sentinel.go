@@ -20,41 +20,48 @@ import (
 // addr= are sentinels). go-redis asks a sentinel for the master on every new
 // connection and, when the sentinels announce +switch-master, closes the
 // connections to any other address. What it leaves out is added here:
+//   - no connection to a master the sentinels are failing over
+//     (sentinelGuard);
 //   - a READONLY answer anywhere in a pipeline retires its connection
-//     (go-redis looks only at a pipeline's first reply), so the next use dials
-//     again and asks the sentinels: a demoted master is left at once;
+//     (go-redis looks at a pipeline's first reply only), so the next use
+//     dials again and asks the sentinels: a demoted master is left at once;
 //   - TLS names the host it dials (go-redis names the first sentinel's host
 //     for every node, master included).
-func connectSentinel(rawURL string, log *slog.Logger) (*redis.Client, error) {
+//
+// close releases what the client does not (the guard's sentinel clients).
+func connectSentinel(rawURL string, log *slog.Logger) (rdb *redis.Client, close func(), err error) {
 	opt, err := redis.ParseFailoverURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("failed to parse the Redis Sentinel URL: %w", err)
+		return nil, nil, fmt.Errorf("failed to parse the Redis Sentinel URL: %w", err)
 	}
 	// No retries: a retried script may have run already and would record twice.
 	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
 	if opt.DialTimeout == 0 {
 		opt.DialTimeout = dialTimeout
 	}
-	opt.Dialer = sentinelDialer(opt.DialTimeout, opt.TLSConfig)
+	guard := newSentinelGuard(opt, sentinelDialer(opt.DialTimeout, opt.TLSConfig, nil))
+	opt.Dialer = sentinelDialer(opt.DialTimeout, opt.TLSConfig, guard)
 	log.Info("using Redis Sentinel", "redis", "sentinel", "master_name", opt.MasterName, "sentinels", opt.SentinelAddrs)
-	return redis.NewFailoverClient(opt), nil
+	return redis.NewFailoverClient(opt), guard.close, nil
 }
 
 // sentinelDialer dials what the failover client resolved, a sentinel or the
-// master one names, with TLS for that host when the URL is rediss://, and
-// watches the connection for READONLY answers (replicaWatch).
-func sentinelDialer(timeout time.Duration, tlsConf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+// master one names, once guard (if any) allows it, with TLS for that host
+// when the URL is rediss://, and watches the connection for READONLY answers
+// (replicaWatch).
+func sentinelDialer(timeout time.Duration, tlsConf *tls.Config, guard *sentinelGuard) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if guard != nil {
+			if err := guard.allow(ctx, addr); err != nil {
+				return nil, err
+			}
+		}
 		d := &net.Dialer{Timeout: timeout, KeepAlive: 5 * time.Minute}
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
 		}
-		if tlsConf != nil {
-			conf := tlsConf.Clone()
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				conf.ServerName = host
-			}
+		if conf := tlsFor(tlsConf, addr); conf != nil {
 			tc := tls.Client(c, conf)
 			if err := tc.HandshakeContext(ctx); err != nil {
 				_ = c.Close()

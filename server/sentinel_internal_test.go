@@ -121,7 +121,7 @@ func TestReadOnlyRetiresTheConnection(t *testing.T) {
 	}
 	t.Cleanup(replica.Stop)
 
-	c := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: -1, PoolSize: 1, Dialer: sentinelDialer(time.Second, nil)})
+	c := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: -1, PoolSize: 1, Dialer: sentinelDialer(time.Second, nil, nil)})
 	defer c.Close()
 	id := func() int64 { // in a pipeline, as the limiter sends its checks
 		t.Helper()

@@ -59,6 +59,12 @@ type options struct {
 	traceDuration time.Duration
 	skipReference bool
 	out           string
+
+	failover         bool
+	failoverRate     int
+	failoverRuns     int
+	failoverRestart  time.Duration
+	failoverReplicas []int
 }
 
 func main() {
@@ -90,7 +96,14 @@ func main() {
 	flag.DurationVar(&o.traceDuration, "trace-duration", time.Minute, "how long the algorithms phase's trace lasts (it is replayed in real time)")
 	flag.BoolVar(&o.skipReference, "skip-reference", false, "measure ratescope's fan-out without the reference server beside it")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
+	flag.BoolVar(&o.failover, "failover", false, "run only the failover phase: a Sentinel deployment's master killed under load, with and without durable replicas (needs redis-server; ignores --redis-url)")
+	flag.IntVar(&o.failoverRate, "failover-rate", 500, "checks per second of the failover phase's load")
+	flag.IntVar(&o.failoverRuns, "failover-runs", 3, "runs of each failover variant")
+	flag.DurationVar(&o.failoverRestart, "failover-restart", 2*time.Second, "how long after the kill the old master starts again, empty")
+	replicas := viewerCounts{1, 2}
+	flag.Var(&replicas, "failover-replicas", "replica counts of the failover phase's deployments, comma-separated")
 	flag.Parse()
+	o.failoverReplicas = replicas
 	if err := o.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "ratescope-load:", err)
 		os.Exit(2)
@@ -117,6 +130,8 @@ func (o options) validate() error {
 		return errors.New("--check-interval must not be negative")
 	case o.traceDuration < time.Second:
 		return errors.New("--trace-duration must be at least 1s")
+	case o.failoverRate < 1 || o.failoverRuns < 1 || o.failoverRestart < 0:
+		return errors.New("--failover-rate and --failover-runs must be at least 1, --failover-restart not negative")
 	}
 	return nil
 }
@@ -181,6 +196,9 @@ func run(o options) error {
 	}
 	defer os.RemoveAll(dir)
 	e := &env{o: o, redisURL: o.redisURL, dir: dir, rep: rep}
+	if o.failover {
+		return runFailover(ctx, e)
+	}
 	if e.redisURL == "" {
 		rs, err := redistest.Launch(ctx, dir)
 		if err != nil {
@@ -215,11 +233,28 @@ func run(o options) error {
 			rep.line("**The %s phase failed:** %v", p.name, err)
 		}
 	}
+	return finish(ctx, o, rep, failed)
+}
+
+// runFailover is the run of --failover: that phase alone, on redis-servers
+// of its own.
+func runFailover(ctx context.Context, e *env) error {
+	progress("failover phase…")
+	var failed []string
+	if err := measureFailover(ctx, e); err != nil {
+		failed = append(failed, "failover")
+		e.rep.line("")
+		e.rep.line("**The failover phase failed:** %v", err)
+	}
+	return finish(ctx, e.o, e.rep, failed)
+}
+
+// finish prints the report, writes it to --out and says how the run ended.
+func finish(ctx context.Context, o options, rep *report, failed []string) error {
 	if ctx.Err() != nil {
 		rep.line("")
 		rep.line("**Interrupted**: the report is incomplete.")
 	}
-
 	fmt.Print(rep.String())
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(rep.String()), 0o644); err != nil {

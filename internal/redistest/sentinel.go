@@ -180,6 +180,24 @@ func (d *Deployment) Views(ctx context.Context) []string {
 	return views
 }
 
+// Flags asks each sentinel how it sees the master it names: its flags, e.g.
+// "master,s_down,o_down,failover_in_progress"; "" for a sentinel that does
+// not answer.
+func (d *Deployment) Flags(ctx context.Context) []string {
+	flags := make([]string, len(d.Sentinels))
+	for i, s := range d.Sentinels {
+		if !s.Answering() {
+			continue
+		}
+		c := redis.NewSentinelClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
+		if m, err := c.Master(ctx, MasterName).Result(); err == nil {
+			flags[i] = m["flags"]
+		}
+		_ = c.Close()
+	}
+	return flags
+}
+
 // WaitMaster waits until every answering sentinel names the same master,
 // one that accept takes (nil: any) and that answers as a master, and returns
 // its address.
@@ -208,6 +226,29 @@ func (d *Deployment) WaitMaster(ctx context.Context, timeout time.Duration, acce
 		return isMaster(ctx, master)
 	})
 	return master, err
+}
+
+// ScriptCalls is how many scripts (EVAL, EVALSHA) clients sent the node at
+// addr since it started. A replica counts none for what its master sends it:
+// Redis replicates a script as its effects.
+func ScriptCalls(ctx context.Context, addr string) (int64, error) {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	stats, err := c.InfoMap(ctx, "commandstats").Result()
+	if err != nil {
+		return 0, fmt.Errorf("failed to read %s's command stats: %w", addr, err)
+	}
+	var n int64
+	for name, v := range stats["Commandstats"] {
+		if name == "cmdstat_eval" || name == "cmdstat_evalsha" {
+			var calls int64
+			if _, err := fmt.Sscanf(v, "calls=%d", &calls); err != nil {
+				return 0, fmt.Errorf("failed to read %s of %s: %q", name, addr, v)
+			}
+			n += calls
+		}
+	}
+	return n, nil
 }
 
 // Failover asks the first answering sentinel to fail the master over now

@@ -4,12 +4,13 @@
 // one line when it ends.
 //
 // Two things feed it: a probe that runs a tiny write script (TIME and a SET
-// with an expiry) once every ProbeInterval, and the outcome of every check
-// (it is an httplimit.Observer of the Checker). Redis is "up" while the
-// probe writes and the checks since the previous probe did not all fail;
-// otherwise it is named by
-// the error Redis gave, as Word names it: "readonly" for a replica, "oom" for
-// a full Redis under noeviction, "down" for a timeout or a lost connection.
+// with an expiry) once every ProbeInterval — with RequireReplicas, a write
+// that replicas must acknowledge — and the outcome of every check (it is an
+// httplimit.Observer of the Checker). Redis is "up" while the probe writes
+// and the checks since the previous probe did not all fail; otherwise it is
+// named by the error Redis gave, as Word names it: "readonly" for a replica,
+// "oom" for a full Redis under noeviction, "noreplicas" when too few replicas
+// confirm a write, "down" for a timeout or a lost connection.
 // A check is no write probe (a denial writes nothing), so only a probe that
 // wrote brings Redis back up.
 package readiness
@@ -17,6 +18,7 @@ package readiness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -70,8 +72,9 @@ func (s State) Ready() bool { return s.Redis == Up }
 // httplimit.Observer, at the cost of an atomic add. It is safe for
 // concurrent use.
 type Monitor struct {
-	rdb redis.Scripter
-	log *slog.Logger
+	rdb      prober
+	log      *slog.Logger
+	replicas int // the probe's write must reach this many replicas (WAIT)
 
 	ok, failed atomic.Int64 // checks since the previous probe
 	lastErr    atomic.Pointer[error]
@@ -85,12 +88,25 @@ type Monitor struct {
 
 // New returns a Monitor of rdb that logs outages to log (nil: discarded).
 // Redis counts as up until the first probe has run; Wait waits for it.
-func New(rdb redis.Scripter, log *slog.Logger) *Monitor {
+func New(rdb prober, log *slog.Logger) *Monitor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Monitor{rdb: rdb, log: log, known: make(chan struct{}), state: State{Redis: Up, Since: time.Now()}}
 }
+
+// prober is what the probe needs of a client: scripts, and a pipeline to
+// send WAIT on the same connection.
+type prober interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+// RequireReplicas makes the probe's write count only once n replicas hold it
+// (WAIT, within the probe's timeout), as the limiter's allowed decisions do
+// with durable replicas: Redis is up only while it can confirm a decision.
+// Fewer is named "noreplicas". Call it before Run.
+func (m *Monitor) RequireReplicas(n int) { m.replicas = n }
 
 // OnChange calls f with each new state, when readiness turns on or off or
 // the error naming Redis changes. Call it before Run.
@@ -161,7 +177,7 @@ func (m *Monitor) Run(ctx context.Context) {
 // round probes once and judges the checks since the previous round with it.
 func (m *Monitor) round(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
-	err := probeScript.Run(pctx, m.rdb, []string{probeKey}).Err()
+	err := m.probe(pctx)
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -174,6 +190,36 @@ func (m *Monitor) round(ctx context.Context) {
 	}
 	m.set(err, failed, time.Now())
 }
+
+// probe writes once, and with RequireReplicas waits for the replicas on the
+// same connection (sending the script in full: once a second, it needs no
+// cache).
+func (m *Monitor) probe(ctx context.Context) error {
+	if m.replicas == 0 {
+		return probeScript.Run(ctx, m.rdb, []string{probeKey}).Err()
+	}
+	pipe := m.rdb.Pipeline()
+	write := probeScript.Eval(ctx, pipe, []string{probeKey})
+	wait := redis.NewIntCmd(ctx, "wait", m.replicas, (ProbeTimeout / 2).Milliseconds())
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx)
+	if err := write.Err(); err != nil {
+		return err
+	}
+	if n, err := wait.Result(); err != nil || n < int64(m.replicas) {
+		return noReplicas(fmt.Sprintf("NOREPLICAS %d of %d replicas acknowledged the probe's write in time (%v)", n, m.replicas, err))
+	}
+	return nil
+}
+
+// noReplicas is a probe whose write too few replicas acknowledged: a Redis
+// error by its form, named as a check that failed for the same reason is.
+type noReplicas string
+
+func (e noReplicas) Error() string { return string(e) }
+
+// RedisError marks it as go-redis's redis.Error.
+func (noReplicas) RedisError() {}
 
 // set moves to the state err names (nil: up), counting failed checks toward
 // the outage, and logs what the outage log says.
