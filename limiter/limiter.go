@@ -200,13 +200,19 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
-	if !p.costFits(cost) {
+	if !p.CostFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}
 	k := cacheKey{key: key, policy: p.Name}
 	var sent int64
 	var t ticket
-	if c := l.cache; c != nil {
+	// A CountDenied policy counts every denial in Redis: the cache, which
+	// would answer some without counting them, stays out of its way.
+	cache := l.cache
+	if p.CountDenied {
+		cache = nil
+	}
+	if c := cache; c != nil {
 		// Taken before the check leaves (batching may queue it): the cache's
 		// deadline counts from here, which is never after Redis ran the check.
 		sent = c.now()
@@ -226,8 +232,8 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 		return Decision{}, err
 	}
 	d.Shadow = p.Shadow
-	if l.cache != nil && !d.Allowed {
-		l.cache.store(t, k, p, d, retry1, sent)
+	if cache != nil && !d.Allowed {
+		cache.store(t, k, p, d, retry1, sent)
 	}
 	return d, nil
 }

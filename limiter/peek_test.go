@@ -130,3 +130,32 @@ func TestCountDeniedZeroLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestCountDeniedNotCached: with the local deny cache serving, a CountDenied
+// policy's denials still reach Redis and are counted, as
+// envoyproxy/ratelimit counts them; the same policy without it is answered
+// from the cache.
+func TestCountDeniedNotCached(t *testing.T) {
+	c := newClient(t, redistest.URL(t))
+	lim := cachedLimiter(t, c)
+	ctx := context.Background()
+	awayFromBoundary(t, c, time.Hour.Milliseconds(), 5*time.Second)
+	for _, counted := range []bool{true, false} {
+		p := mustPolicy(t, "counted=1/1h@fixed")
+		p.CountDenied = counted
+		key := uniqueKey(t)
+		lim.Allow(ctx, key, p, 1)
+		for i := 2; i <= 4; i++ {
+			d, err := lim.Allow(ctx, key, p, 1)
+			if err != nil || d.Allowed {
+				t.Fatalf("counted=%v, check %d: %+v %v", counted, i, d, err)
+			}
+			if counted && (d.Cached || d.Bound().Count != i) {
+				t.Fatalf("check %d: cached %v, count %d, want counted in Redis (%d)", i, d.Cached, d.Bound().Count, i)
+			}
+			if !counted && i > 2 && !d.Cached {
+				t.Fatalf("check %d of a plain fixed window: not from the cache", i)
+			}
+		}
+	}
+}

@@ -60,8 +60,9 @@ type Policy struct {
 	// envoyproxy/ratelimit's counters do (an INCRBY whatever the answer): a
 	// window's count may pass its limit, and a request is allowed iff the
 	// count with it is at most the limit. Such a policy takes any cost from
-	// 1 to MaxCountedCost. Only Fixed counts this way; ParsePolicy never sets
-	// it, and the other algorithms ignore it.
+	// 1 to MaxCountedCost, and the local deny cache never answers for it
+	// (it would leave answered denials uncounted). Only Fixed counts this
+	// way; ParsePolicy never sets it, and the other algorithms ignore it.
 	CountDenied bool `json:",omitempty"`
 }
 
@@ -69,10 +70,10 @@ type Policy struct {
 // envoyproxy/ratelimit's hits are counted in whole numbers Lua keeps exact.
 const MaxCountedCost = 1<<32 - 1
 
-// costFits reports whether cost is one p takes: 1 to its smallest limit (a
+// CostFits reports whether cost is one p takes: 1 to its smallest limit (a
 // larger cost could never pass), or under CountDenied any cost up to
 // MaxCountedCost (a larger one is counted and denied).
-func (p Policy) costFits(cost int) bool {
+func (p Policy) CostFits(cost int) bool {
 	if p.CountDenied && p.AlgorithmName() == Fixed {
 		return cost >= 1 && cost <= MaxCountedCost
 	}

@@ -9,7 +9,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/envoyconf"
 	"github.com/ratescope/ratescope/server/readiness"
 	"github.com/ratescope/ratescope/server/rls"
 )
@@ -50,11 +52,22 @@ func listenEnvoy(addr string, failMode httplimit.FailMode, log *slog.Logger, opt
 // register adds the service: every call decides through checker, as the
 // HTTP checks do, with the config in force at the call, so reloads apply.
 func (e *envoyService) register(checker *httplimit.Checker, store *configStore, log *slog.Logger) {
+	cfg, m := store.cfg, store.metrics
+	var compat *rls.Compat
+	if cfg.EnvoyCompat {
+		h := cfg.EnvoyHeaders
+		compat = &rls.Compat{Headers: h.Enabled, LimitHeader: h.Limit, RemainingHeader: h.Remaining, ResetHeader: h.Reset}
+	}
 	e.srv.Register(rls.New(rls.Deps{
 		Checker:  checker,
 		Policy:   store.policy,
 		Mappings: func() []rls.Mapping { return e.mappings(store.load()) },
-		Log:      log,
+		Files:    func() *envoyconf.Set { return store.load().envoyFiles },
+		// A limit override's policy is counted under its name, as any other.
+		Prepare: func(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p, m.policyCounters(p.Name)) },
+		Compat:  compat,
+		Shadow:  cfg.EnvoyShadow,
+		Log:     log,
 	}))
 }
 

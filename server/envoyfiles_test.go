@@ -14,30 +14,6 @@ import (
 	"github.com/ratescope/ratescope/server"
 )
 
-// copyDir copies the *.yaml files of a fixture folder into a new temporary
-// folder a test may edit.
-func copyDir(t testing.TB, from string) string {
-	t.Helper()
-	dir := t.TempDir()
-	entries, err := os.ReadDir(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".yaml") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(from, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
 // policyNames lists the policies /api/v1/policies lists.
 func policyNames(t testing.TB, url string) []string {
 	t.Helper()
@@ -65,7 +41,8 @@ func TestEnvoyFilesAreReloaded(t *testing.T) {
 	if err := os.WriteFile(shop, []byte(envoyShopV1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	app := startApp(t, nil, "--envoy-config-dir", dir, "--policy", "login=5/1m")
+	app := startApp(t, nil, "--envoy-config-dir", dir, "--policy", "login=5/1m", "--grpc-addr", "127.0.0.1:0")
+	grpcCall := newRLSCaller(t, app.GRPCAddr, "shop")
 	if got := policyNames(t, app.URL); !slices.Equal(got, []string{"default", "demo", "login", "shop.cart"}) {
 		t.Fatalf("policies %v", got)
 	}
@@ -96,6 +73,7 @@ func TestEnvoyFilesAreReloaded(t *testing.T) {
 	if r := check(); r.status != 429 {
 		t.Fatalf("check under the running set: %d", r.status)
 	}
+	expect(t, "gRPC under the running set", grpcCall.call(desc("cart=x")), 0, codeOK, "shop.cart", 2, minute, 1, false)
 
 	// Fixed, with a larger limit and a second file: both apply, and the
 	// window kept its two entries.
@@ -109,6 +87,7 @@ func TestEnvoyFilesAreReloaded(t *testing.T) {
 	if r := check(); r.status != 200 || num(t, r, "count") != 3 || num(t, r, "limit") != 3 {
 		t.Fatalf("check under 3/1m: %d %s", r.status, r.raw)
 	}
+	expect(t, "gRPC under the fixed file", grpcCall.call(desc("cart=x")), 0, codeOK, "shop.cart", 3, minute, 1, false)
 }
 
 // TestEnvoyFilesFromRuntimeVariables: with ratescope's own setting unset,

@@ -24,6 +24,11 @@
 //	go run ./cmd/ratescope-load                       # every phase, a few minutes
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws   # the algorithms only
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-algos --viewers 1000,2000,10000
+//
+// With --envoy it also measures the Envoy rate limit service against
+// envoyproxy/ratelimit built from its source (envoy.go):
+//
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --envoy --envoy-rl-src ~/src/ratelimit
 package main
 
 import (
@@ -59,6 +64,10 @@ type options struct {
 	traceDuration time.Duration
 	skipReference bool
 	out           string
+	// The Envoy phase, off unless --envoy: it builds envoyproxy/ratelimit.
+	envoy           bool
+	envoySrc        string
+	envoyLocalCache int
 
 	failover         bool
 	failoverRate     int
@@ -96,6 +105,9 @@ func main() {
 	flag.DurationVar(&o.traceDuration, "trace-duration", time.Minute, "how long the algorithms phase's trace lasts (it is replayed in real time)")
 	flag.BoolVar(&o.skipReference, "skip-reference", false, "measure ratescope's fan-out without the reference server beside it")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
+	flag.BoolVar(&o.envoy, "envoy", false, "also run the Envoy phase: ShouldRateLimit against envoyproxy/ratelimit built from its source (needs git and go)")
+	flag.StringVar(&o.envoySrc, "envoy-rl-src", "", "envoyproxy/ratelimit's source for --envoy: a checkout, or a git repository to clone; empty: a shallow clone of github.com/envoyproxy/ratelimit")
+	flag.IntVar(&o.envoyLocalCache, "envoy-rl-local-cache", 0, "also measure envoyproxy/ratelimit with LOCAL_CACHE_SIZE_IN_BYTES set to this (its over-limit cache); 0: not")
 	flag.BoolVar(&o.failover, "failover", false, "run only the failover phase: a Sentinel deployment's master killed under load, with and without durable replicas (needs redis-server; ignores --redis-url)")
 	flag.IntVar(&o.failoverRate, "failover-rate", 500, "checks per second of the failover phase's load")
 	flag.IntVar(&o.failoverRuns, "failover-runs", 3, "runs of each failover variant")
@@ -220,6 +232,7 @@ func run(o options) error {
 		{"library", o.skipLib, measureLibrary},
 		{"WebSocket fan-out", o.skipWS, measureFanOut},
 		{"algorithms", o.skipAlgos, measureAlgorithms},
+		{"Envoy", !o.envoy, measureEnvoy},
 	}
 	var failed []string
 	for _, p := range phases {

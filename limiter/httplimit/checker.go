@@ -24,9 +24,11 @@ const (
 )
 
 // Decider decides one request, as *limiter.Limiter does: within timeout
-// when it needs Redis (0: no bound but ctx's).
+// when it needs Redis (0: no bound but ctx's). PeekWithin decides it
+// without recording it.
 type Decider interface {
 	AllowWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error)
+	PeekWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error)
 }
 
 // Target is what one check decides: whose window, under which policy, at
@@ -37,6 +39,10 @@ type Target struct {
 	Policy     *Policy
 	Cost       int
 	DenyStatus int
+	// Peek decides without recording (limiter.Limiter.Peek): the answer
+	// to "would it pass?". Cost may be 0 then. Observers see a peek start
+	// and finish, but it is no decision: Decided is not called.
+	Peek bool
 }
 
 // Result is the outcome of one check.
@@ -122,7 +128,7 @@ type Checker struct {
 // mistake, reported in Result.Err without asking Redis or applying the fail
 // mode.
 func (c *Checker) Check(ctx context.Context, t Target) Result {
-	if t.Cost < 1 || t.Cost > t.Policy.SmallestLimit() {
+	if !t.Policy.CostFits(t.Cost) && !(t.Peek && t.Cost == 0) {
 		return Result{Err: limiter.ErrInvalidCost}
 	}
 	if err := limiter.ValidateKey(t.Key); err != nil {
@@ -139,7 +145,13 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 		}
 	}
 	start := time.Now()
-	d, err := c.Limiter.AllowWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+	var d limiter.Decision
+	var err error
+	if t.Peek {
+		d, err = c.Limiter.PeekWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+	} else {
+		d, err = c.Limiter.AllowWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+	}
 	took := time.Since(start)
 	res := Result{Decision: d, Err: err, Pass: err == nil && !d.Denied()}
 	if err != nil {
@@ -150,7 +162,7 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 			o.Finished(t, res, took)
 		}
 	}
-	if err == nil {
+	if err == nil && !t.Peek {
 		for _, os := range observers {
 			for _, o := range os {
 				o.Decided(d)

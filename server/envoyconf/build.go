@@ -76,15 +76,16 @@ func (b *builder) file(p *parser, f *yamlFile) {
 	}
 	b.domainFile[f.domain] = p.file
 	fmt.Fprintf(&b.set.canon, "domain %q\n", f.domain)
-	root := &node{children: map[string]*node{}}
-	b.descriptors(p, root, f.domain+".", f.descriptors, leafRules{alg: alg, explicit: explicit})
+	root := &node{children: map[string]*node{}, base: limiter.Policy{Algorithm: alg, CountDenied: b.opts.Compat && alg == limiter.Fixed}}
+	b.descriptors(p, root, f.domain+".", f.descriptors, leafRules{alg: alg, explicit: explicit, countDenied: root.base.CountDenied})
 	b.set.domains[f.domain] = root
 }
 
 // leafRules are how a file's limits become policies.
 type leafRules struct {
-	alg      string
-	explicit bool // the file names its algorithm
+	alg         string
+	explicit    bool // the file names its algorithm
+	countDenied bool // every hit counts, as envoyproxy/ratelimit counts (Options.Compat)
 }
 
 // descriptors adds a level of the tree under parent, whose limits' names
@@ -143,7 +144,7 @@ func (b *builder) limit(p *parser, d yamlDescriptor, full string, rules leafRule
 		return nil
 	}
 	l := &Limit{
-		Policy:          limiter.Policy{Name: full, Algorithm: rules.alg, Shadow: d.shadow},
+		Policy:          limiter.Policy{Name: full, Algorithm: rules.alg, Shadow: d.shadow, CountDenied: rules.countDenied},
 		RequestsPerUnit: y.requestsPerUnit,
 		Name:            y.name,
 		Unlimited:       y.unlimited,
@@ -191,7 +192,7 @@ func (b *builder) bound(p *parser, l *Limit, y *yamlLimit, rules leafRules) {
 			p.fail(y.path+".requests_per_unit", y.line, "%d is more than the log keeps (%d); choose another algorithm:", r.Limit, limiter.MaxLogLimit)
 			return
 		}
-		l.Policy.Algorithm = limiter.Fixed
+		l.Policy.Algorithm, l.Policy.CountDenied = limiter.Fixed, b.opts.Compat
 		b.set.warnings = append(b.set.warnings, fmt.Sprintf("%s: %s.requests_per_unit: %d is more than the log keeps (%d); %s is decided by fixed windows",
 			p.file, y.path, r.Limit, limiter.MaxLogLimit, l.Policy.Name))
 	case limiter.Counter, limiter.GCRA, limiter.Bucket:

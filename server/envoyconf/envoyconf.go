@@ -96,6 +96,9 @@ type node struct {
 	// value it matches in one window.
 	pattern       string
 	valueToMetric bool
+	// base is, at a domain's root, how its limits are decided: the
+	// algorithm and counting its policies have.
+	base limiter.Policy
 }
 
 // wildcard is a child whose composite key holds *, split on it once.
@@ -149,6 +152,33 @@ func (s *Set) Files() []string { return s.files }
 // Warnings are what loading decided that its files did not say (a limit the
 // log cannot hold decided by fixed): worth a log line at every load.
 func (s *Set) Warnings() []string { return s.warnings }
+
+// Override is the policy a descriptor's limit override (requests per unit)
+// is decided by: base, as its limit would be, with its rules replaced by
+// that one — named name. A limit the log cannot hold is decided by fixed
+// windows, as a file's would be. It is false for a unit of no length.
+func Override(base limiter.Policy, name string, requestsPerUnit uint32, unit Unit) (limiter.Policy, bool) {
+	w, ok := UnitLength(unit)
+	if !ok {
+		return limiter.Policy{}, false
+	}
+	p := base
+	p.Name, p.Shadow = name, false
+	p.Rules = []limiter.Rule{{Limit: int(requestsPerUnit), Window: w}}
+	if p.AlgorithmName() == limiter.Log && requestsPerUnit > limiter.MaxLogLimit {
+		p.Algorithm = limiter.Fixed
+	}
+	return p, true
+}
+
+// Base is how domain's limits are decided — a policy with no name or rules:
+// what an override in domain starts from.
+func (s *Set) Base(domain string) limiter.Policy {
+	if n := s.domains[domain]; n != nil {
+		return n.base
+	}
+	return limiter.Policy{}
+}
 
 // Entry is one key and value of a request's descriptor.
 type Entry struct{ Key, Value string }

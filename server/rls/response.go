@@ -22,28 +22,56 @@ const (
 )
 
 // respond builds the answer from the outcomes, one status per descriptor in
-// the request's order: OVER_LIMIT overall when any descriptor was denied. A
-// shadow policy's would-deny (SPEC §9) is answered as allowed: OK, no
-// Retry-After.
-func respond(outs []outcome, headers func(*httplimit.Policy, limiter.Decision) (string, string)) *rlsv3.RateLimitResponse {
+// the request's order: OVER_LIMIT overall when any descriptor was denied or
+// its cost can never pass — save descriptors of quota_mode limits, which
+// make it OVER_LIMIT only when all of them are — and OK whatever the
+// statuses under SHADOW_MODE (shadow). A shadow policy's would-deny (SPEC
+// §9) is answered as allowed: OK, no Retry-After. A limit of the files is
+// described in its own unit; an unlimited one is OK with 4294967295
+// remaining, as envoyproxy/ratelimit answers it.
+func respond(outs []outcome, headers func(*httplimit.Policy, limiter.Decision) (string, string), shadow bool) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(outs)),
 	}
 	var retryMs int64
+	var over, quotas, quotasOver int
+	denied := false
 	for i, o := range outs {
-		if !o.decided {
-			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-			continue
+		var st *rlsv3.RateLimitResponse_DescriptorStatus
+		no := false
+		switch {
+		case o.c.unlimited:
+			st = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		case o.never:
+			st, no = neverStatus(o.p.Policy), true
+		case !o.decided:
+			st = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		default:
+			st, no = descriptorStatus(o.d), o.d.Denied()
+			if no {
+				retryMs, denied = max(retryMs, o.d.RetryAfterMs), true
+			}
 		}
-		resp.Statuses[i] = descriptorStatus(o.d)
-		if o.d.Denied() {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			retryMs = max(retryMs, o.d.RetryAfterMs)
+		if f := o.c.file; f != nil && st.CurrentLimit != nil {
+			st.CurrentLimit.RequestsPerUnit, st.CurrentLimit.Unit = f.rate.RequestsPerUnit, f.rate.Unit
+		}
+		resp.Statuses[i] = st
+		quota := o.c.file != nil && o.c.file.quota && (o.decided || o.never)
+		switch {
+		case quota && no:
+			quotas, quotasOver = quotas+1, quotasOver+1
+		case quota:
+			quotas++
+		case no:
+			over++
 		}
 	}
+	if (over > 0 || (quotas > 0 && quotas == quotasOver)) && !shadow {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
 	resp.ResponseHeadersToAdd = responseHeaders(outs, headers)
-	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT && denied { // a cost that can never pass has no time to wait for
 		resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{
 			Key: headerRetryAfter, Value: httplimit.RetryAfter(retryMs),
 		})
@@ -71,6 +99,24 @@ func descriptorStatus(d limiter.Decision) *rlsv3.RateLimitResponse_DescriptorSta
 		st.LimitRemaining = clampUint32(int64(b.Remaining))
 	}
 	return st
+}
+
+// neverStatus answers a cost that policy p can never allow (above its
+// MaxCost), decided without Redis: OVER_LIMIT under the rule with the
+// smallest limit, nothing remaining for such a cost, and no time after which
+// it would pass (duration_until_reset 0).
+func neverStatus(p limiter.Policy) *rlsv3.RateLimitResponse_DescriptorStatus {
+	var r limiter.Rule
+	for i, c := range p.Rules {
+		if i == 0 || c.Limit < r.Limit {
+			r = c
+		}
+	}
+	return &rlsv3.RateLimitResponse_DescriptorStatus{
+		Code:               rlsv3.RateLimitResponse_OVER_LIMIT,
+		CurrentLimit:       currentLimit(p.Name, len(p.Rules), limiter.RuleState{Limit: r.Limit, WindowMs: r.WindowMs()}),
+		DurationUntilReset: durationpb.New(0),
+	}
 }
 
 // units are Envoy's units a window may be expressed in, largest first.

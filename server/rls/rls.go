@@ -21,6 +21,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
 // Mapping sends the descriptors of one domain whose entry keys are exactly
@@ -47,6 +48,20 @@ type Deps struct {
 	Policy func(name string) (*httplimit.Policy, bool)
 	// Mappings returns the descriptor mappings in force, also per request.
 	Mappings func() []Mapping
+	// Files returns envoyproxy/ratelimit's files in force, per request; nil
+	// (or a nil Set): none. A request for one of their domains is answered
+	// from them, as envoyproxy/ratelimit would, never from Mappings.
+	Files func() *envoyconf.Set
+	// Prepare readies a policy made for one request — a descriptor's limit
+	// override — as the config's policies are readied; nil:
+	// httplimit.Prepare with no observers of its own.
+	Prepare func(limiter.Policy) *httplimit.Policy
+	// Compat, when set, answers as envoyproxy/ratelimit does, field for
+	// field (--envoy-compat).
+	Compat *Compat
+	// Shadow is envoyproxy/ratelimit's SHADOW_MODE: the overall answer is
+	// OK whatever the statuses say.
+	Shadow bool
 	// Log gets a warning per descriptor mapped to a missing policy; nil
 	// discards them.
 	Log *slog.Logger
@@ -63,6 +78,12 @@ func New(deps Deps) *Service {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
+	if deps.Files == nil {
+		deps.Files = func() *envoyconf.Set { return nil }
+	}
+	if deps.Prepare == nil {
+		deps.Prepare = func(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p) }
+	}
 	return &Service{deps: deps}
 }
 
@@ -70,7 +91,14 @@ func New(deps Deps) *Service {
 // translated and validated before anything is counted, so a malformed
 // request gets codes.InvalidArgument and records nothing.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	checks, err := translate(req, s.deps.Mappings(), s.deps.Policy)
+	var checks []check
+	var err error
+	compat := s.deps.Compat != nil
+	if set := s.deps.Files(); set != nil && set.Has(req.GetDomain()) {
+		checks, err = translateFiles(req, set, s.deps.Policy, s.deps.Prepare, compat)
+	} else {
+		checks, err = translate(req, s.deps.Mappings(), s.deps.Policy, s.deps.Prepare, compat)
+	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -93,18 +121,23 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			return nil, status.Error(codes.Unavailable, "the limiter could not reach Redis in time; try again shortly")
 		}
 	}
-	return respond(outcomes, (*httplimit.Policy).Fields), nil
+	if compat {
+		return compatRespond(outcomes, s.deps.Compat, s.deps.Shadow), nil
+	}
+	return respond(outcomes, (*httplimit.Policy).Fields, s.deps.Shadow), nil
 }
 
-// outcome is what became of one descriptor: a decision under p, an error
-// (failedOpen: answered by the fail mode), or neither when it maps to no
-// policy.
+// outcome is what became of check c: a decision under p, an error
+// (failedOpen: answered by the fail mode), a cost p can never take (never),
+// or none of them when no policy applies.
 type outcome struct {
+	c          check
 	decided    bool
 	p          *httplimit.Policy
 	d          limiter.Decision
 	err        error
 	failedOpen bool
+	never      bool
 }
 
 // decide runs the mapped checks, concurrently when there are several (the
@@ -114,14 +147,15 @@ type outcome struct {
 func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 	out := make([]outcome, len(checks))
 	mapped := 0
-	for _, c := range checks {
-		if c.mapped() {
+	for i, c := range checks {
+		out[i] = outcome{c: c, p: c.policy, never: c.mapped() && c.never}
+		if c.asks() {
 			mapped++
 		}
 	}
 	if mapped <= 1 {
 		for i, c := range checks {
-			if c.mapped() {
+			if c.asks() {
 				out[i] = s.allow(ctx, c)
 			}
 		}
@@ -129,7 +163,7 @@ func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 	}
 	panics := make(chan any, len(checks))
 	for i, c := range checks {
-		if !c.mapped() {
+		if !c.asks() {
 			continue
 		}
 		go func() {
@@ -152,9 +186,9 @@ func (s *Service) decide(ctx context.Context, checks []check) []outcome {
 // allow decides one mapped descriptor through the Checker, as the HTTP
 // check is decided.
 func (s *Service) allow(ctx context.Context, c check) outcome {
-	res := s.deps.Checker.Check(ctx, httplimit.Target{Key: c.key, Policy: c.policy, Cost: c.cost})
+	res := s.deps.Checker.Check(ctx, httplimit.Target{Key: c.key, Policy: c.policy, Cost: c.cost, Peek: c.peek})
 	if res.Err != nil {
-		return outcome{err: res.Err, failedOpen: res.FailedOpen()}
+		return outcome{c: c, err: res.Err, failedOpen: res.FailedOpen()}
 	}
-	return outcome{decided: true, p: c.policy, d: res.Decision}
+	return outcome{c: c, decided: true, p: c.policy, d: res.Decision}
 }

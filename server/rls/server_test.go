@@ -114,6 +114,10 @@ func (g *gate) AllowWithin(ctx context.Context, timeout time.Duration, key strin
 	return g.lim.AllowWithin(ctx, timeout, key, p, cost)
 }
 
+func (g *gate) PeekWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error) {
+	return g.lim.PeekWithin(ctx, timeout, key, p, cost)
+}
+
 // TestGracefulStop: Stop lets a call in flight finish, refuses new ones, and
 // makes Serve return nil.
 func TestGracefulStop(t *testing.T) {
@@ -192,6 +196,10 @@ func TestStopDeadline(t *testing.T) {
 type panicker struct{}
 
 func (panicker) AllowWithin(context.Context, time.Duration, string, limiter.Policy, int) (limiter.Decision, error) {
+	panic("a bug")
+}
+
+func (panicker) PeekWithin(context.Context, time.Duration, string, limiter.Policy, int) (limiter.Decision, error) {
 	panic("a bug")
 }
 

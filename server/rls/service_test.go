@@ -274,10 +274,8 @@ func TestMalformedRequests(t *testing.T) {
 		{"no entries", "descriptors[1].entries", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{valid, {}}}},
 		{"empty key", "descriptors[1].entries[0].key", request(0, "remote_address="+v, "=x")},
 		{"negative hits", "descriptors[0].is_negative_hits", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: valid.Entries, IsNegativeHits: true}}}},
-		{"cost above the smallest limit", "hits_addend", request(4, "remote_address="+v)},
-		{"cost far out of range", "hits_addend", request(1<<32-1, "remote_address="+v)},
-		{"descriptor cost out of range", "descriptors[1].hits_addend", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
-			valid, {Entries: valid.Entries, HitsAddend: wrapperspb.UInt64(1 << 40)}}}},
+		{"override of no unit", "descriptors[1].limit.unit", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			valid, {Entries: valid.Entries, Limit: &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5}}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := h.client.ShouldRateLimit(context.Background(), tc.req)

@@ -5,15 +5,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 
-	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
 // MaxDescriptors bounds the descriptors of one request. Envoy sends one per
@@ -31,6 +30,18 @@ type check struct {
 	key    string
 	policy *httplimit.Policy // nil: unmapped
 	cost   int
+	// peek decides without recording (hits_addend 0).
+	peek bool
+	// never marks a cost the policy can never take: the descriptor is
+	// OVER_LIMIT without asking Redis, and nothing is recorded.
+	never bool
+	// unlimited marks a limit of the files with unlimited: true: OK, with
+	// nothing counted.
+	unlimited bool
+	// file is how the answer describes the limit when a file of
+	// envoyproxy/ratelimit's, or a limit override, wrote it; nil: by the
+	// policy's binding rule.
+	file *fileLimit
 	// orphan names the policy a mapping points at when no such policy is
 	// configured: a reload between reading the mappings and the policies.
 	// The descriptor is treated as unmapped, as the new config says.
@@ -38,6 +49,9 @@ type check struct {
 }
 
 func (c check) mapped() bool { return c.policy != nil }
+
+// asks reports whether the check needs the limiter.
+func (c check) asks() bool { return c.mapped() && !c.never }
 
 // translate turns a request into one check per descriptor, in the request's
 // order, or the first reason it is malformed, naming the field:
@@ -50,13 +64,16 @@ func (c check) mapped() bool { return c.policy != nil }
 //     replaced by "sha256:" and the first 32 hex digits of its SHA-256 (as
 //     forward auth does), and a joined key longer than limiter.MaxKeyLen is
 //     hashed whole the same way;
-//   - the cost is the descriptor's hits_addend when set, else the request's,
-//     and 0 means 1; for a mapped descriptor it must be from 1 to the
-//     policy's smallest limit, as for the HTTP check;
+//   - the cost is read by hitsOf and set by setCost: the descriptor's own
+//     hits_addend when set, where 0 is a peek, else the request's, where 0
+//     means 1; a cost the policy can never take is never, not an error —
+//     Envoy lets a failed call's request through;
+//   - a descriptor's limit override replaces the policy's rules with its
+//     one rule (envoyconf.Override), as envoyproxy/ratelimit honours it;
 //   - is_negative_hits is refused: a log records requests and cannot take
-//     them back. A descriptor's own limit override is ignored: the policy
-//     decides.
-func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool)) ([]check, error) {
+//     them back.
+func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool),
+	prepare func(limiter.Policy) *httplimit.Policy, compat bool) ([]check, error) {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	switch {
@@ -95,11 +112,18 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 			out[i].orphan = name
 			continue
 		}
-		cost, err := costOf(req, d, i, p.Policy)
-		if err != nil {
-			return nil, err
+		c := check{key: clientKey(values), policy: p}
+		if o := d.GetLimit(); o != nil {
+			unit := envoyconf.Unit(o.GetUnit())
+			op, ok := envoyconf.Override(p.Policy, p.Name, o.GetRequestsPerUnit(), unit)
+			if !ok {
+				return nil, fmt.Errorf("descriptors[%d].limit.unit: %s is not a unit; want SECOND to YEAR", i, o.GetUnit())
+			}
+			c.policy = prepare(op)
+			c.file = &fileLimit{rate: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit}}
 		}
-		out[i] = check{key: clientKey(values), policy: p, cost: cost}
+		c.setCost(req, d, compat)
+		out[i] = c
 	}
 	return out, nil
 }
@@ -113,24 +137,6 @@ func policyFor(maps []Mapping, domain string, keys []string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// costOf reads a mapped descriptor's cost: its own hits_addend when set,
-// else the request's; 0 means 1.
-func costOf(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, i int, p limiter.Policy) (int, error) {
-	raw := uint64(req.GetHitsAddend())
-	name := "hits_addend"
-	if h := d.GetHitsAddend(); h != nil {
-		raw, name = h.GetValue(), fmt.Sprintf("descriptors[%d].hits_addend", i)
-	}
-	if raw == 0 {
-		raw = 1
-	}
-	hi := p.SmallestLimit()
-	if raw > math.MaxInt32 || int(raw) > hi {
-		return 0, fmt.Errorf("%s: %d is out of range for descriptors[%d] (policy %q takes 1 to %d)", name, raw, i, p.Name, hi)
-	}
-	return int(raw), nil
 }
 
 // clientKey joins a descriptor's values into a key the limiter takes.

@@ -73,7 +73,7 @@ func TestTranslate(t *testing.T) {
 		{Entries: desc("a", "x").Entries, HitsAddend: wrapperspb.UInt64(0)},
 		{Entries: desc("a", "x").Entries, HitsAddend: wrapperspb.UInt64(7)},
 	}}
-	got, err := translate(req, maps, lookup)
+	got, err := translate(req, maps, lookup, prepareTest, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestTranslate(t *testing.T) {
 		}
 	}
 	req.Domain = "mesh"
-	if got, _ := translate(req, maps, lookup); got[0].policy.Name != "two" || got[1].mapped() {
+	if got, _ := translate(req, maps, lookup, prepareTest, false); got[0].policy.Name != "two" || got[1].mapped() {
 		t.Errorf("domain mesh: %+v", got)
 	}
 }
@@ -162,7 +162,7 @@ func TestHeadersOnePerPolicy(t *testing.T) {
 		dec("b", false, 2001, 0),
 		dec("b", true, 0, 0),
 		{err: errTest},
-	}, format)
+	}, format, false)
 	got := map[string]string{}
 	for _, h := range resp.GetResponseHeadersToAdd() {
 		got[h.GetKey()] = h.GetValue()
@@ -176,3 +176,7 @@ func TestHeadersOnePerPolicy(t *testing.T) {
 }
 
 var errTest = errors.New("redis down")
+
+// prepareTest readies a policy made for one request, as the service does
+// without a server's Prepare.
+func prepareTest(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p) }
