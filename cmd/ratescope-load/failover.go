@@ -63,6 +63,7 @@ type failoverResult struct {
 	forgotten  int // allowed in the last forgottenWithin before the kill, absent on the new master
 	lookedUp   int
 	oldScripts int64 // scripts the restarted old master received
+	switches   int   // failovers the sentinels made in the run (more than one: the load stalled a node)
 	steady     latencies
 }
 
@@ -83,7 +84,7 @@ func measureFailover(ctx context.Context, e *env) error {
 	rep.line("Over the limit: allowed answers beyond %d in any %v sliding window of one key, on the decisions' own clock (greedy, earliest kept). Forgotten: checks answered allowed in the %v before the kill whose entries the master lacks once the sentinels have moved. Saturation: %d connections for %v on `%s` over %d keys, all allowed, before the kill.",
 		failoverLimit, failoverWindow, forgottenWithin, saturateConns, saturateTime, saturatePolicy, saturateKeys)
 	rep.line("")
-	rep.line("| replicas | --durable-replicas | run | over the limit (keys) | forgotten | fail-mode answers | kill → sentinels moved | kill → first allowed answer | kill → last fail-mode answer | scripts to the restarted master | p50 / p99 at %d/s | saturation: checks/s, p50 / p99 (503s) |", o.failoverRate)
+	rep.line("| replicas | --durable-replicas | run | over the limit (keys) | forgotten | fail-mode answers | kill → sentinels moved (failovers) | kill → first allowed answer | kill → last fail-mode answer | scripts to the restarted master | p50 / p99 at %d/s | saturation: checks/s, p50 / p99 (503s) |", o.failoverRate)
 	rep.line("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, replicas := range o.failoverReplicas {
 		for _, durable := range []int{0, 1} {
@@ -99,7 +100,7 @@ func measureFailover(ctx context.Context, e *env) error {
 				}
 				moved, allowed := "never (no failover)", "none"
 				if r.movedAfter > 0 {
-					moved = r.movedAfter.Round(10 * time.Millisecond).String()
+					moved = fmt.Sprintf("%v (%d)", r.movedAfter.Round(10*time.Millisecond), r.switches)
 				}
 				if r.allowedAt > 0 {
 					allowed = r.allowedAt.Round(10 * time.Millisecond).String()
@@ -184,6 +185,7 @@ func failoverRun(ctx context.Context, e *env, v failoverVariant) (failoverResult
 		return r, restartErr
 	}
 	r.answers = rec.all()
+	r.switches = d.Switches()
 	if r.oldScripts, err = redistest.ScriptCalls(ctx, old); err != nil {
 		return r, err
 	}
