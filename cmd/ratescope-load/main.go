@@ -28,7 +28,7 @@
 //	go run ./cmd/ratescope-load                       # every phase, a few minutes
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws   # the algorithms only
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-algos --viewers 1000,2000,10000
-//	go run ./cmd/ratescope-load --failover                   # a Sentinel failover under load, ~12 min
+//	go run ./cmd/ratescope-load --failover                   # a Sentinel failover under load, ~16 min
 //
 // With --envoy it also measures the Envoy rate limit service against
 // envoyproxy/ratelimit built from its source (envoy.go):
