@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ratescope/ratescope/internal/buildinfo"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live"
 )
@@ -130,7 +131,7 @@ func newMetrics() *metrics {
 		Name: "ratescope_grpc_requests_total",
 		Help: "gRPC calls (the Envoy rate limit service, health, reflection), by full method name and status code.",
 	}, []string{"method", "code"})
-	build := readBuild()
+	build := buildinfo.Read()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ratescope_build_info",
 		Help:        "Always 1; the labels say which build is running.",

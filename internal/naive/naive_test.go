@@ -1,13 +1,19 @@
-package limiter_test
+package naive_test
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/ratescope/ratescope/internal/redistest"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/naive"
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -16,7 +22,7 @@ import (
 // through, not the limit.
 func TestNaiveOvershoots(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
-	naive := limiter.NewNaive(c)
+	n := naive.New(c)
 	p := mustPolicy(t, "demo=5/10s")
 	const requests = 50
 	key := uniqueKey(t)
@@ -30,7 +36,7 @@ func TestNaiveOvershoots(t *testing.T) {
 	for range requests {
 		wg.Go(func() {
 			<-start
-			ok, err := naive.Allow(context.Background(), key, p, limiter.NaiveOptions{
+			ok, err := n.Allow(context.Background(), key, p, naive.Options{
 				Think:     time.Millisecond,
 				AfterRead: func() { read.Done(); <-allRead },
 			})
@@ -54,7 +60,7 @@ func TestNaiveOvershoots(t *testing.T) {
 	key = uniqueKey(t)
 	var seq int
 	for range 8 {
-		if ok, err := naive.Allow(context.Background(), key, p, limiter.NaiveOptions{}); err != nil {
+		if ok, err := n.Allow(context.Background(), key, p, naive.Options{}); err != nil {
 			t.Fatal(err)
 		} else if ok {
 			seq++
@@ -63,4 +69,39 @@ func TestNaiveOvershoots(t *testing.T) {
 	if seq != 5 {
 		t.Fatalf("sequential naive allowed %d, want 5", seq)
 	}
+}
+
+func mustPolicy(t testing.TB, s string) limiter.Policy {
+	p, err := limiter.ParsePolicy(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newClient is a client for url with timeouts for a loaded machine.
+func newClient(t testing.TB, url string) *redis.Client {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.ReadTimeout, opt.PoolTimeout = 30*time.Second, 30*time.Second
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// uniqueKey is a key no other test uses.
+func uniqueKey(t testing.TB) string { return "naive-" + uuid.NewString()[:8] }
+
+// TestMain says once, after the tests, what a missing redis-server cost.
+func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
+
+func members(t testing.TB, c redis.UniversalClient, key string, p limiter.Policy) []redis.Z {
+	t.Helper()
+	zs, err := c.ZRangeWithScores(context.Background(), redisdata.LogKey(key, p.Name), 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return zs
 }
