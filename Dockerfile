@@ -11,7 +11,7 @@ COPY . .
 ARG VERSION=
 ARG COMMIT=
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-    -ldflags="-s -w -X github.com/ratescope/ratescope/server.version=${VERSION} -X github.com/ratescope/ratescope/server.commit=${COMMIT}" \
+    -ldflags="-s -w -X github.com/ratescope/ratescope/internal/buildinfo.version=${VERSION} -X github.com/ratescope/ratescope/internal/buildinfo.commit=${COMMIT}" \
     -o /out/ratescope .
 
 # Run: distroless, no shell, non-root (uid 65532). `ratescope healthcheck`

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -206,4 +207,37 @@ func TestGoSnippetsCompile(t *testing.T) {
 		t.Fatalf("the docs' Go snippets do not compile:\n%s", report)
 	}
 	t.Logf("%d Go snippets compiled", len(pkgs))
+}
+
+// proxyConfig finds the fenced proxy configs of a page: Caddy, nginx, and
+// the YAML of Traefik and Envoy (a ratescope config file is checked by the
+// server's tests instead).
+var proxyConfig = regexp.MustCompile("(?s)```(caddyfile|nginx|yaml)\n(.*?)```")
+
+func proxyConfigs(text string) []string {
+	var out []string
+	for _, m := range proxyConfig.FindAllStringSubmatch(text, -1) {
+		if m[1] != "yaml" || strings.Contains(m[2], "static_resources:") || strings.Contains(m[2], "forwardAuth:") || strings.Contains(m[2], "http_filters:") {
+			out = append(out, m[2])
+		}
+	}
+	return out
+}
+
+// TestReadmeProxyConfigsAreTheTestedOnes: a proxy config the README prints is
+// one of the reference pages' (docs/proxies.md, docs/envoy.md), which the
+// proxy tests run as printed — so the README's cannot drift from a config
+// that works.
+func TestReadmeProxyConfigsAreTheTestedOnes(t *testing.T) {
+	reference := read(t, "docs/proxies.md") + read(t, "docs/envoy.md")
+	configs := proxyConfigs(read(t, "README.md"))
+	if len(configs) == 0 {
+		t.Fatal("the README shows no proxy config")
+	}
+	tested := proxyConfigs(reference)
+	for _, c := range configs {
+		if !slices.Contains(tested, c) {
+			t.Errorf("the README's proxy config is not one of docs/proxies.md's or docs/envoy.md's as printed:\n%s", c)
+		}
+	}
 }

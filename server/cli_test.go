@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -126,5 +127,27 @@ func TestLogLevel(t *testing.T) {
 	if !strings.Contains(loud.Logs(), `policies="default=10/1m;demo=5/10s;login=5/1m,20/1h"`) &&
 		!strings.Contains(loud.Logs(), `policies="login=5/1m,20/1h;default=10/1m;demo=5/10s"`) {
 		t.Errorf("the start-up line does not write policies as configured:\n%s", grepLines(loud.Logs(), "listening"))
+	}
+}
+
+// TestEveryFlagDocumented: each flag --help lists has its row in the
+// configuration page's table.
+func TestEveryFlagDocumented(t *testing.T) {
+	out, err := run(t, nil, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := regexp.MustCompile(`(?m)^  (--[a-z-]+) `).FindAllStringSubmatch(out, -1)
+	if len(flags) < 15 {
+		t.Fatalf("--help lists %d flags:\n%s", len(flags), out)
+	}
+	for _, f := range flags {
+		if !strings.Contains(string(b), "\n| `"+f[1]+"`") && !strings.Contains(string(b), "| `"+f[1]+"` /") {
+			t.Errorf("%s has no row in docs/configuration.md's flags table", f[1])
+		}
 	}
 }

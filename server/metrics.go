@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/ratescope/ratescope/internal/buildinfo"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/rls"
@@ -136,7 +137,7 @@ func newMetrics() *metrics {
 		Name: "ratescope_envoy_hits_total",
 		Help: "Hits on the limits of envoyproxy/ratelimit's config files, as it counts them, by its statistics key (the limit's name, with values where detailed_metric or value_to_metric ask) and stat: total_hits, over_limit, near_limit, within_limit, shadow_mode.",
 	}, []string{"key", "stat"})
-	build := readBuild()
+	build := buildinfo.Read()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ratescope_build_info",
 		Help:        "Always 1; the labels say which build is running.",

@@ -81,6 +81,17 @@ type exchange struct {
 // a 101 is closed at once.
 func call(t *testing.T, method, url, body string, header ...string) exchange {
 	t.Helper()
+	x, conn := open(t, method, url, body, header...)
+	conn.Close()
+	return x
+}
+
+// openAPIClient bounds every exchange: no answer may hang a test.
+var openAPIClient = &http.Client{Timeout: 30 * time.Second}
+
+// open is call for a stream that stays open until the caller closes it.
+func open(t *testing.T, method, url, body string, header ...string) (exchange, io.Closer) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -91,20 +102,18 @@ func call(t *testing.T, method, url, body string, header ...string) exchange {
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	resp, err := openAPIClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
-	defer resp.Body.Close()
 	var b []byte
 	if resp.StatusCode != http.StatusSwitchingProtocols {
-		if b, err = io.ReadAll(resp.Body); err != nil {
+		b, err = io.ReadAll(resp.Body)
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	return exchange{req: req, reqBody: []byte(body), status: resp.StatusCode, header: resp.Header, respBody: b}
+	return exchange{req: req, reqBody: []byte(body), status: resp.StatusCode, header: resp.Header, respBody: b}, resp.Body
 }
 
 // conform reports how an exchange strays from the document: an operation it
@@ -242,20 +251,23 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 401, call(t, "GET", u+"/ws?key=oa1&policy=default", "", wsUpgrade...))
 	must(t, router, 403, call(t, "GET", u+"/ws?key=oa1&policy=demo", "", withHeaders(wsUpgrade, "Origin", "https://evil.example")...))
 	must(t, router, 400, call(t, "GET", u+"/ws/lab?lab=bad%20lab", "", wsUpgrade...))
-	must(t, router, 101, call(t, "GET", u+"/ws/lab?lab=oa", "", wsUpgrade...))
-	held, err := http.NewRequest("GET", u+"/ws?key=oa1&policy=demo", nil)
-	if err != nil {
-		t.Fatal(err)
+	// One viewer per client here: a stream just closed counts until the
+	// server has seen it go, so each upgrade waits for a free place.
+	upgrade := func(url string) (exchange, io.Closer) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			x, conn := open(t, "GET", url, "", wsUpgrade...)
+			if x.status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				return x, conn
+			}
+			conn.Close()
+		}
 	}
-	for i := 0; i+1 < len(wsUpgrade); i += 2 {
-		held.Header.Set(wsUpgrade[i], wsUpgrade[i+1])
-	}
-	resp, err := http.DefaultClient.Do(held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	must(t, router, 101, exchange{req: held, status: resp.StatusCode, header: resp.Header})
+	lab, conn := upgrade(u + "/ws/lab?lab=oa")
+	conn.Close()
+	must(t, router, 101, lab)
+	held, conn := upgrade(u + "/ws?key=oa1&policy=demo")
+	defer conn.Close()
+	must(t, router, 101, held)
 	must(t, router, 503, call(t, "GET", u+"/ws?key=oa2&policy=demo", "", wsUpgrade...))
 
 	// The pages, static files and the service's own routes.

@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/ratescope/ratescope/internal/buildinfo"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
@@ -53,7 +54,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case errors.Is(err, flag.ErrHelp):
 		return nil
 	case errors.Is(err, errVersion):
-		fmt.Fprintln(stdout, readBuild())
+		fmt.Fprintln(stdout, buildinfo.Read())
 		return nil
 	case err != nil:
 		return err

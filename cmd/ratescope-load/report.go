@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/ratescope/ratescope/internal/buildinfo"
 )
 
 // report collects the Markdown report section by section.
@@ -34,20 +35,11 @@ func describeMachine() machine {
 			}
 		}
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		var rev, dirty string
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = " (modified)"
-				}
-			}
-		}
-		if rev != "" {
-			m.revision = rev[:min(len(rev), 12)] + dirty
+	if c := buildinfo.Read().Commit; c != "unknown" {
+		rev, dirty := strings.CutSuffix(c, "-dirty")
+		m.revision = rev[:min(len(rev), 12)]
+		if dirty {
+			m.revision += " (modified)"
 		}
 	}
 	return m

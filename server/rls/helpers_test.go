@@ -83,6 +83,9 @@ func newRedis(t testing.TB, url string) *redis.Client {
 		t.Fatal(err)
 	}
 	opt.ContextTimeoutEnabled, opt.MaxRetries = true, -1
+	// 500 concurrent calls queue for the pool's connections: on a loaded
+	// machine for longer than go-redis's default 4 s.
+	opt.PoolTimeout = testTimeout
 	c := redis.NewClient(opt)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
