@@ -202,6 +202,7 @@ func TestModuleLabModel(t *testing.T) {
 	tb := moduleTab(t)
 	runModuleCase(t, tb, `
   const { LabModel, maxInWindow, summary } = await import('/static/js/lab-model.js');
+  await (await import('/static/js/algorithms.js')).loadAlgorithms(['log', 'fixed', 'counter', 'gcra', 'bucket']);
   eq('empty', maxInWindow([], 1000), 0);
   eq('one window', maxInWindow([0, 1, 2, 999], 1000), 4);
   eq('the cutoff is out', maxInWindow([0, 1000], 1000), 1);

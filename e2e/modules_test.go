@@ -257,6 +257,7 @@ func TestModuleAlgoModel(t *testing.T) {
 	tb := moduleTab(t)
 	runModuleCase(t, tb, `
   const { AlgoModel } = await import('/static/js/algo-model.js');
+  await (await import('/static/js/algorithms.js')).loadAlgorithms(['fixed', 'counter', 'gcra', 'bucket']);
   const W = 10000, T = 1800000000000; // T is a multiple of W: a window edge
   const snap = (algorithm, nowMs, rule) => ({ type: 'snapshot', key: 'k', policy: 'p', algorithm, entries: [], count: rule.count, limit: rule.limit, windowMs: W, nowMs, rules: [rule] });
   const at = (m, t) => { const s = m.at(m.rules[0], t); return [s.used, s.resetAt]; };

@@ -1,40 +1,104 @@
 package limiter
 
 import (
+	"cmp"
 	"context"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/redisdata"
 )
 
-// The algorithms a policy may choose with @ALGORITHM (SPEC §8).
-const (
-	// Log is the sliding-window log: one sorted-set entry per allowed request,
-	// exact over any window. The default.
-	Log = "log"
-	// Fixed counts requests per window aligned to multiples of the window
-	// on Redis's clock; a burst straddling a boundary may pass twice.
-	Fixed = "fixed"
-	// Counter is the sliding-window counter: the previous aligned window's
-	// count, weighted by how much of it still overlaps, plus the current one.
-	Counter = "counter"
-	// GCRA is the generic cell rate algorithm as go-redis/redis_rate runs
-	// it: one theoretical arrival time, emission interval window/limit,
-	// burst limit.
-	GCRA = "gcra"
-	// Bucket is a token bucket of capacity limit refilled continuously at
-	// limit per window. It decides exactly as GCRA does (they are the same
-	// algorithm) and differs in what it stores.
-	Bucket = "bucket"
-)
+// Algorithm names how a policy keeps its windows (SPEC §8): Log (the
+// default), Fixed, Counter, GCRA or Bucket. Each is defined in a file of its
+// own, with its script and its Descriptor; Algorithms lists them.
+type Algorithm string
 
-// Algorithms lists every algorithm, in SPEC §8's order.
-var Algorithms = []string{Log, Fixed, Counter, GCRA, Bucket}
+// Descriptor is what an algorithm says of itself besides deciding: what
+// people call it, what it keeps, its bounds. ratescope's page, its lab and
+// its docs read the algorithms from here; nothing else lists them.
+//
+// An algorithm's own state of a rule (RuleState.State) travels as a JSON
+// member named Name: its wire form is the State's JSON encoding.
+type Descriptor struct {
+	Name Algorithm `json:"name"`
+	// Title names it for people: "Sliding-window log".
+	Title string `json:"title"`
+	// Caption says in one line what it keeps and how it decides.
+	Caption string `json:"caption"`
+	// Tradeoff says in a sentence what it gives and what it costs, as
+	// the lab shows them side by side.
+	Tradeoff string `json:"tradeoff"`
+	// MaxLimit is the largest limit one of its rules may have.
+	MaxLimit int `json:"maxLimit"`
+	// Entries reports that it keeps one entry per allowed request (the log)
+	// rather than a few numbers per rule.
+	Entries bool `json:"entries"`
+}
+
+// registered is one algorithm: its descriptor, its place in lists and its
+// implementation.
+type registered struct {
+	Descriptor
+	order int
+	impl  algorithm
+}
+
+// registry holds every algorithm, filled by register as the package loads.
+var registry = map[Algorithm]*registered{}
+
+// register adds an algorithm; each algorithm's file calls it once, from its
+// init. order places it in Algorithms.
+func register(order int, d Descriptor, impl algorithm) {
+	if _, dup := registry[d.Name]; dup {
+		panic("limiter: algorithm " + string(d.Name) + " registered twice")
+	}
+	registry[d.Name] = &registered{Descriptor: d, order: order, impl: impl}
+}
+
+// Algorithms describes every algorithm, the log first. The slice is the
+// caller's.
+func Algorithms() []Descriptor {
+	rs := make([]*registered, 0, len(registry))
+	for _, r := range registry {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *registered) int { return cmp.Compare(a.order, b.order) })
+	out := make([]Descriptor, len(rs))
+	for i, r := range rs {
+		out[i] = r.Descriptor
+	}
+	return out
+}
+
+// Describe returns a's descriptor, or false when no algorithm is so named.
+func Describe(a Algorithm) (Descriptor, bool) {
+	r, ok := registry[a]
+	if !ok {
+		return Descriptor{}, false
+	}
+	return r.Descriptor, true
+}
+
+// AlgorithmNames lists every algorithm's name for people, the default (Log)
+// first: "log, fixed, counter, gcra, bucket".
+func AlgorithmNames() string {
+	var b strings.Builder
+	for i, d := range Algorithms() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(string(d.Name))
+	}
+	return b.String()
+}
 
 // algorithm is the seam between the Limiter and how one algorithm keeps its
 // windows in Redis. Two implementations: the log (entries in a sorted set) and
-// stateAlgorithm (a few numbers per rule in a hash), which fixed, counter, gcra
-// and bucket share, each with its own script.
+// stateAlgorithm (a few numbers per rule in a hash), which the others share,
+// each with its own script.
 type algorithm interface {
 	// allow decides one request of cost >= 1 (>= 0 for a peek, which
 	// records nothing) for a valid key. When denied it also returns, per
@@ -46,51 +110,35 @@ type algorithm interface {
 	prepare(key string, p Policy, cost int, peek bool) prepared
 	// window describes the state without consuming anything.
 	window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error)
+	// countsDenied reports that it can count denied requests too
+	// (Policy.CountDenied).
+	countsDenied() bool
 }
 
 // algorithmOf returns p's algorithm; an unknown name (a Policy built by hand)
 // falls back to the log, as an empty one does.
 func algorithmOf(p Policy) algorithm {
-	switch p.AlgorithmName() {
-	case Fixed:
-		return fixedAlgorithm
-	case Counter:
-		return counterAlgorithm
-	case GCRA:
-		return gcraAlgorithm
-	case Bucket:
-		return bucketAlgorithm
+	if r, ok := registry[p.AlgorithmName()]; ok {
+		return r.impl
 	}
-	return logAlgorithm{}
+	return registry[Log].impl
 }
 
-// AlgorithmKey is where the state of key under the named policy and algorithm
-// lives: RedisKey(key, policy) for the log, rate_limit:{<key>}:<policy>:<algorithm>
-// (a hash, one field per rule) for the others. The client key is the hash
-// tag, so all of one client's keys share a cluster slot.
-func AlgorithmKey(key, policy, algorithm string) string {
-	if algorithm == Log || algorithm == "" {
-		return RedisKey(key, policy)
-	}
-	return RedisKey(key, policy) + ":" + algorithm
+// stateKey is where key's state under p lives.
+func stateKey(key string, p Policy) string {
+	return redisdata.StateKey(key, p.Name, string(p.AlgorithmName()))
 }
-
-// StateKey is where key's state under p lives.
-func StateKey(key string, p Policy) string { return AlgorithmKey(key, p.Name, p.AlgorithmName()) }
 
 // allStateKeys are the keys of every algorithm for key under policy: a reset
 // clears them all, so a policy whose algorithm was changed by a reload cannot
 // find stale state if it is changed back.
 func allStateKeys(key, policy string) []string {
-	keys := make([]string, len(Algorithms))
-	for i, a := range Algorithms {
-		keys[i] = AlgorithmKey(key, policy, a)
+	keys := make([]string, 0, len(registry))
+	for _, d := range Algorithms() {
+		keys = append(keys, redisdata.StateKey(key, policy, string(d.Name)))
 	}
 	return keys
 }
-
-// knownAlgorithm reports whether name is one of Algorithms.
-func knownAlgorithm(name string) bool { return slices.Contains(Algorithms, name) }
 
 // prepared is one decision script call, ready to send, and how to read its
 // reply into a Decision (and, when denied, each rule's wait for cost 1).

@@ -20,8 +20,8 @@ func TestAlgorithmsAllOrNothing(t *testing.T) {
 	lim := limiter.New(c)
 	ctx := context.Background()
 	for _, alg := range stateAlgorithms {
-		t.Run(alg, func(t *testing.T) {
-			p := mustPolicy(t, "m=3/1h,5/2h@"+alg)
+		t.Run(string(alg), func(t *testing.T) {
+			p := mustPolicy(t, "m=3/1h,5/2h@"+string(alg))
 			awayFromBoundary(t, c, 2*3_600_000, 5*time.Second)
 			key := uniqueKey(t)
 			check := func(cost int) limiter.Decision {
@@ -63,8 +63,8 @@ func TestAlgorithmsLargeNumbers(t *testing.T) {
 	lim := limiter.New(c)
 	ctx := context.Background()
 	for _, alg := range stateAlgorithms {
-		t.Run(alg, func(t *testing.T) {
-			p := mustPolicy(t, "big=10000000/168h@"+alg)
+		t.Run(string(alg), func(t *testing.T) {
+			p := mustPolicy(t, "big=10000000/168h@"+string(alg))
 			awayFromBoundary(t, c, p.Rules[0].WindowMs(), 5*time.Second)
 			key := uniqueKey(t)
 			d, err := lim.Allow(ctx, key, p, 10_000_000)
@@ -100,9 +100,9 @@ func TestAlgorithmsWindowAndReset(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
 	lim := limiter.New(c)
 	ctx := context.Background()
-	for _, alg := range limiter.Algorithms {
-		t.Run(alg, func(t *testing.T) {
-			p := mustPolicy(t, "w=10/1h,20/2h@"+alg)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			p := mustPolicy(t, "w=10/1h,20/2h@"+string(alg))
 			awayFromBoundary(t, c, 2*3_600_000, 5*time.Second)
 			key := uniqueKey(t)
 			for range 3 {
@@ -131,20 +131,20 @@ func TestAlgorithmsWindowAndReset(t *testing.T) {
 						t.Fatalf("entries %+v, rule %+v", w.Entries, r)
 					}
 				case limiter.Fixed:
-					if r.Fixed == nil || r.Fixed.Count != 3 || r.Fixed.WindowStartMs != align(w.NowMs, r.WindowMs) {
-						t.Fatalf("rule %d: %+v", i, r.Fixed)
+					if s, _ := r.State.(*limiter.FixedState); s == nil || s.Count != 3 || s.WindowStartMs != align(w.NowMs, r.WindowMs) {
+						t.Fatalf("rule %d: %+v", i, r.State)
 					}
 				case limiter.Counter:
-					if s := r.Counter; s == nil || s.Current != 3 || s.Previous != 0 || s.Estimate != 3 || s.WindowStartMs != align(w.NowMs, r.WindowMs) {
+					if s, _ := r.State.(*limiter.CounterState); s == nil || s.Current != 3 || s.Previous != 0 || s.Estimate != 3 || s.WindowStartMs != align(w.NowMs, r.WindowMs) {
 						t.Fatalf("rule %d: %+v", i, s)
 					}
 				case limiter.GCRA:
 					// Three emission intervals ahead of the first request.
-					if s := r.GCRA; s == nil || s.TATMs <= float64(w.NowMs) || s.TATMs > float64(w.NowMs)+3*float64(r.WindowMs)/float64(r.Limit) {
+					if s, _ := r.State.(*limiter.GCRAState); s == nil || s.TATMs <= float64(w.NowMs) || s.TATMs > float64(w.NowMs)+3*float64(r.WindowMs)/float64(r.Limit) {
 						t.Fatalf("rule %d: %+v at %d", i, s, w.NowMs)
 					}
 				case limiter.Bucket:
-					if s := r.Bucket; s == nil || s.Tokens < float64(r.Limit-3) || s.Tokens >= float64(r.Limit-2) || s.LastRefillMs > w.NowMs {
+					if s, _ := r.State.(*limiter.BucketState); s == nil || s.Tokens < float64(r.Limit-3) || s.Tokens >= float64(r.Limit-2) || s.LastRefillMs > w.NowMs {
 						t.Fatalf("rule %d: %+v at %d", i, s, w.NowMs)
 					}
 				}
@@ -152,14 +152,14 @@ func TestAlgorithmsWindowAndReset(t *testing.T) {
 					t.Fatalf("entries for %s: %+v", alg, w.Entries)
 				}
 			}
-			ttl := c.PTTL(ctx, limiter.StateKey(key, p)).Val()
+			ttl := c.PTTL(ctx, stateKey(key, p)).Val()
 			if ttl <= 0 || ttl > 2*2*time.Hour {
 				t.Fatalf("PTTL %v", ttl)
 			}
 			if err := lim.Reset(ctx, key, p); err != nil {
 				t.Fatal(err)
 			}
-			if n := c.Exists(ctx, limiter.StateKey(key, p)).Val(); n != 0 {
+			if n := c.Exists(ctx, stateKey(key, p)).Val(); n != 0 {
 				t.Fatal("Reset left the state")
 			}
 			w, err = lim.Window(ctx, key, p)
@@ -177,8 +177,8 @@ func TestAlgorithmsRealWait(t *testing.T) {
 	lim := limiter.New(c)
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	for _, alg := range limiter.Algorithms {
-		p := mustPolicy(t, "short=2/1s@"+alg)
+	for _, alg := range algorithms {
+		p := mustPolicy(t, "short=2/1s@"+string(alg))
 		key := uniqueKey(t)
 		wg.Go(func() {
 			for {
@@ -213,9 +213,9 @@ func TestClusterAlgorithms(t *testing.T) {
 	client := cl.Client()
 	lim := limiter.New(client)
 	ctx := context.Background()
-	for _, alg := range limiter.Algorithms {
-		t.Run(alg, func(t *testing.T) {
-			p := mustPolicy(t, "burst=37/1h@"+alg)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			p := mustPolicy(t, "burst=37/1h@"+string(alg))
 			for run := range 3 {
 				key := fmt.Sprintf("%s-%d", uniqueKey(t), run)
 				ds := burst(t, 500, func(int) (limiter.Decision, error) { return lim.Allow(ctx, key, p, 1) })
@@ -227,7 +227,7 @@ func TestClusterAlgorithms(t *testing.T) {
 				return
 			}
 			// A state that first fits 200 ms from now: the retry says so.
-			p2 := mustPolicy(t, "exact=3/1m@"+alg)
+			p2 := mustPolicy(t, "exact=3/1m@"+string(alg))
 			awayFromBoundary(t, client, 60_000, 5*time.Second)
 			t0 := redisNow(t, client)
 			var m ruleModel
@@ -265,7 +265,7 @@ func TestAlgorithmsLimitChanged(t *testing.T) {
 	t0 := redisNow(t, c)
 	start := align(t0, 60_000)
 	for _, tc := range []struct {
-		alg    string
+		alg    limiter.Algorithm
 		stored string
 		// model is the state as the new limit of 7 must read it.
 		model ruleModel
@@ -280,10 +280,10 @@ func TestAlgorithmsLimitChanged(t *testing.T) {
 		// (t0 + 12,143).
 		{limiter.GCRA, fmt.Sprintf("%d:1:5", t0+55_000), &gcraModel{l: 7, w: 60_000, tat: (t0+55_000)*7 + 2}},
 	} {
-		t.Run(tc.alg, func(t *testing.T) {
-			p := mustPolicy(t, "changed=7/1m@"+tc.alg)
+		t.Run(string(tc.alg), func(t *testing.T) {
+			p := mustPolicy(t, "changed=7/1m@"+string(tc.alg))
 			key := uniqueKey(t)
-			if err := c.HSet(ctx, limiter.StateKey(key, p), "60000", tc.stored).Err(); err != nil {
+			if err := c.HSet(ctx, stateKey(key, p), "60000", tc.stored).Err(); err != nil {
 				t.Fatal(err)
 			}
 			w, err := lim.Window(ctx, key, p)

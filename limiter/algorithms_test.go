@@ -28,12 +28,12 @@ func TestAlgorithmsMatchTheirDefinition(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
 	lim := limiter.New(c)
 	for _, alg := range stateAlgorithms {
-		t.Run(alg, func(t *testing.T) { matchDefinition(t, c, lim, alg, 150) })
+		t.Run(string(alg), func(t *testing.T) { matchDefinition(t, c, lim, alg, 150) })
 	}
 }
 
 // matchDefinition runs n random seeded cases of alg through lim.
-func matchDefinition(t *testing.T, c redis.UniversalClient, lim *limiter.Limiter, alg string, n int) {
+func matchDefinition(t *testing.T, c redis.UniversalClient, lim *limiter.Limiter, alg limiter.Algorithm, n int) {
 	ctx := context.Background()
 	windows := []int64{1000, 2000, 3000, 10_000, 60_000}
 	rng := rand.New(rand.NewPCG(42, uint64(len(alg))))
@@ -120,7 +120,7 @@ func matchDefinition(t *testing.T, c redis.UniversalClient, lim *limiter.Limiter
 			}
 		}
 		if d.Allowed {
-			if ttl := c.PTTL(ctx, limiter.StateKey(key, p)).Val(); ttl <= 0 {
+			if ttl := c.PTTL(ctx, stateKey(key, p)).Val(); ttl <= 0 {
 				// Gone already is right only once every rule's reset has
 				// passed (a window's last ms, on a slow machine).
 				longest := int64(0)
@@ -150,9 +150,9 @@ func TestAlgorithmsExactUnderConcurrency(t *testing.T) {
 		limiter.New(newClient(t, url)),
 		limiter.New(newClient(t, url), limiter.WithoutBatching()),
 	}
-	for _, alg := range limiter.Algorithms {
-		t.Run(alg, func(t *testing.T) {
-			p := mustPolicy(t, "burst=37/1h@"+alg)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			p := mustPolicy(t, "burst=37/1h@"+string(alg))
 			for run := range 5 {
 				key := fmt.Sprintf("%s-%d", uniqueKey(t), run)
 				ds := burst(t, 500, func(i int) (limiter.Decision, error) {
@@ -372,7 +372,7 @@ func TestFixedWindowEdge(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := d.Bound().Fixed; got == nil || got.WindowStartMs != align(d.NowMs, 1000) {
+			if got := d.Bound().State.(*limiter.FixedState); got == nil || got.WindowStartMs != align(d.NowMs, 1000) {
 				t.Fatalf("at %d: window start %+v, want %d", d.NowMs, got, align(d.NowMs, 1000))
 			}
 			if d.NowMs < edge {

@@ -29,6 +29,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -192,11 +193,11 @@ func BenchmarkBaselines(b *testing.B) {
 	benchAllow := benchPolicy(b, benchAllowPolicy)
 	prefix := uuid.NewString()[:8]
 	args := func(i int64) ([]string, []any) {
-		a := []any{1, uuid.NewString(), limiter.MaxEvict}
+		a := []any{1, uuid.NewString(), redisdata.MaxEvict}
 		for _, r := range benchAllow.Rules {
 			a = append(a, r.Limit, r.WindowMs())
 		}
-		return []string{limiter.RedisKey(manyKey(prefix, i), benchAllow.Name)}, a
+		return []string{redisdata.LogKey(manyKey(prefix, i), benchAllow.Name)}, a
 	}
 	for _, g := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("pipelined-evalsha/%d-per-pipeline/g=%d", benchPipeline, g), func(b *testing.B) {
@@ -229,9 +230,9 @@ func BenchmarkAllowAlgorithms(b *testing.B) {
 	c := benchClient(b)
 	ctx := context.Background()
 	prefix := uuid.NewString()[:8]
-	for _, alg := range limiter.Algorithms {
-		allow := benchPolicy(b, benchAllowPolicy+"@"+alg)
-		deny := benchPolicy(b, benchDenyPolicy+"@"+alg)
+	for _, alg := range algorithms {
+		allow := benchPolicy(b, benchAllowPolicy+"@"+string(alg))
+		deny := benchPolicy(b, benchDenyPolicy+"@"+string(alg))
 		filler := limiter.New(c, limiter.WithoutBatching())
 		for i := range int64(benchKeys) {
 			if _, err := filler.Allow(ctx, manyKey(prefix, i), deny, 1); err != nil {

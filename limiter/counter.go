@@ -1,27 +1,42 @@
 package limiter
 
-import _ "embed"
+import (
+	_ "embed"
+	"encoding/json"
+)
 
 //go:embed counter.lua
 var counterSrc string
 
-// counterAlgorithm is the sliding-window counter: windows aligned like fixed's,
-// allowed iff previous × (window − elapsed)/window + current + cost <= limit.
-var counterAlgorithm = stateAlgorithm{
-	name:   Counter,
-	script: newStateScript(counterSrc),
-	describe: func(s *RuleState, nowMs int64, raw [3]int64) {
-		c := &CounterState{WindowStartMs: raw[0], Previous: int(raw[1]), Current: int(raw[2])}
-		elapsed := nowMs - c.WindowStartMs
-		c.Estimate = float64(c.Previous)*float64(s.WindowMs-elapsed)/float64(s.WindowMs) + float64(c.Current)
-		s.Counter = c
-	},
+// Counter is the sliding-window counter: the previous aligned window's
+// count, weighted by how much of it still overlaps, plus the current one.
+const Counter Algorithm = "counter"
+
+func init() {
+	register(2, Descriptor{
+		Name:     Counter,
+		Title:    "Sliding-window counter",
+		Caption:  "Sliding-window counter: the previous window's count, weighted by how much of it the sliding window still covers, plus the current window's count; two counters, an approximation.",
+		Tradeoff: "Two counters: the previous window's count weighted by how much of it still overlaps, plus the current one; close to the log, yet an estimate.",
+		MaxLimit: MaxLimit,
+	}, stateAlgorithm{
+		name:   Counter,
+		script: newStateScript(counterSrc),
+		describe: func(s *RuleState, nowMs int64, raw [3]int64) {
+			c := &CounterState{WindowStartMs: raw[0], Previous: int(raw[1]), Current: int(raw[2])}
+			left := float64(s.WindowMs - (nowMs - c.WindowStartMs))
+			c.Weight = left / float64(s.WindowMs)
+			c.Estimate = float64(c.Previous)*left/float64(s.WindowMs) + float64(c.Current)
+			s.State = c
+		},
+	})
 }
 
 // CounterState is a sliding-window-counter rule's two counters.
 //
 // Example: 100/1m, 40 requests in the previous minute and 20 so far in this
-// one, 15 s into it: Estimate = 40 × 45/60 + 20 = 50, so 50 more fit now.
+// one, 15 s into it: Weight = 45/60, Estimate = 40 × 0.75 + 20 = 50, so 50
+// more fit now.
 type CounterState struct {
 	// WindowStartMs is where the current window began: a multiple of the
 	// window on Redis's clock.
@@ -30,7 +45,24 @@ type CounterState struct {
 	// current aligned window.
 	Previous int
 	Current  int
-	// Estimate is Previous × (window − elapsed)/window + Current: what the
-	// rule compares with its limit (RuleState.Count is it rounded up).
+	// Weight is the previous window's share, (window − elapsed) / window.
+	Weight float64
+	// Estimate is Previous × Weight + Current: what the rule compares with
+	// its limit (RuleState.Count is it rounded up).
 	Estimate float64
+}
+
+// Algorithm is Counter.
+func (*CounterState) Algorithm() Algorithm { return Counter }
+
+// MarshalJSON is the wire form: {"windowStartMs", "prevCount", "currCount",
+// "weight", "estimate"}, the fractions to three decimals.
+func (c *CounterState) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		WindowStartMs int64   `json:"windowStartMs"`
+		PrevCount     int     `json:"prevCount"`
+		CurrCount     int     `json:"currCount"`
+		Weight        float64 `json:"weight"`
+		Estimate      float64 `json:"estimate"`
+	}{c.WindowStartMs, c.Previous, c.Current, round3(c.Weight), round3(c.Estimate)})
 }

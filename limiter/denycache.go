@@ -73,7 +73,7 @@ type denyEntry struct {
 	k cacheKey
 	// The policy's definition when the denial was made.
 	rules     []Rule
-	algorithm string
+	algorithm Algorithm
 	shadow    bool
 	// sentNs is when the denied check was sent, on the cache's clock.
 	sentNs int64

@@ -156,10 +156,10 @@ func TestDenyCacheRetryWithinRoundTrip(t *testing.T) {
 func TestDenyCacheNeverOutlivesTheTrueRetry(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
 	lim := cachedLimiter(t, c)
-	for _, alg := range limiter.Algorithms {
-		t.Run(alg, func(t *testing.T) {
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
 			t.Parallel()
-			p := mustPolicy(t, "outlive=3/2s@"+alg)
+			p := mustPolicy(t, "outlive=3/2s@"+string(alg))
 			key := uniqueKey(t)
 			lost := servingLost(t, lim)
 			filling := time.Now()
@@ -245,11 +245,11 @@ func TestDenyCacheExpiryGoesToRedis(t *testing.T) {
 func TestDenyCacheCost(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
 	ref := direct(c)
-	for _, alg := range limiter.Algorithms {
-		t.Run(alg, func(t *testing.T) {
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
 			t.Parallel()
 			lim := cachedLimiter(t, c)
-			p := mustPolicy(t, "costs=5/1m@"+alg)
+			p := mustPolicy(t, "costs=5/1m@"+string(alg))
 			key := uniqueKey(t)
 			if alg == limiter.Fixed || alg == limiter.Counter {
 				awayFromBoundary(t, c, 60_000, 10*time.Second) // all in one aligned minute

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -69,7 +70,7 @@ func TestDurableDecisions(t *testing.T) {
 					return
 				}
 				// Read the replica right after the answer, before anything else.
-				if err := replica.ZScore(context.Background(), limiter.RedisKey(key, p.Name), d.ID).Err(); err != nil {
+				if err := replica.ZScore(context.Background(), redisdata.LogKey(key, p.Name), d.ID).Err(); err != nil {
 					t.Errorf("allowed %s, which the replica does not hold: %v", d.ID, err)
 				}
 				mu.Lock()
@@ -117,7 +118,7 @@ func TestDurableCluster(t *testing.T) {
 	byMaster := map[string]string{}
 	for i := 0; len(byMaster) < 3 && i < 1000; i++ {
 		key := fmt.Sprintf("%s-%d", uniqueKey(t), i)
-		node, err := client.MasterForKey(ctx, limiter.RedisKey(key, p.Name))
+		node, err := client.MasterForKey(ctx, redisdata.LogKey(key, p.Name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -17,9 +18,9 @@ import (
 // labPolicies is one rule under every algorithm, all named lab.
 func labPolicies(t testing.TB, rule string) []limiter.Policy {
 	t.Helper()
-	ps := make([]limiter.Policy, len(limiter.Algorithms))
-	for i, a := range limiter.Algorithms {
-		ps[i] = mustPolicy(t, "lab="+rule+"@"+a)
+	ps := make([]limiter.Policy, len(algorithms))
+	for i, a := range algorithms {
+		ps[i] = mustPolicy(t, "lab="+rule+"@"+string(a))
 	}
 	return ps
 }
@@ -41,12 +42,12 @@ func TestAllowEachDecidesAllInOneCall(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(ds) != len(limiter.Algorithms) {
-					t.Fatalf("%d decisions, want %d", len(ds), len(limiter.Algorithms))
+				if len(ds) != len(algorithms) {
+					t.Fatalf("%d decisions, want %d", len(ds), len(algorithms))
 				}
 				for j, d := range ds {
-					if d.Algorithm != limiter.Algorithms[j] {
-						t.Errorf("decision %d is %s, want %s", j, d.Algorithm, limiter.Algorithms[j])
+					if d.Algorithm != algorithms[j] {
+						t.Errorf("decision %d is %s, want %s", j, d.Algorithm, algorithms[j])
 					}
 					if want := i < 3; d.Allowed != want {
 						t.Errorf("request %d under %s: allowed %v, want %v", i+1, d.Algorithm, d.Allowed, want)
@@ -56,8 +57,8 @@ func TestAllowEachDecidesAllInOneCall(t *testing.T) {
 					}
 				}
 			}
-			for _, a := range limiter.Algorithms {
-				k := limiter.AlgorithmKey(key, "lab", a)
+			for _, a := range algorithms {
+				k := redisdata.StateKey(key, "lab", string(a))
 				ttl, err := c.PTTL(ctx, k).Result()
 				if err != nil {
 					t.Fatal(err)
@@ -123,7 +124,7 @@ func TestAllowEachDecidesAllInOneCall(t *testing.T) {
 				t.Errorf("the third of 3 after SCRIPT FLUSH under %s: allowed %v, remaining %d; want allowed, 0", d.Algorithm, d.Allowed, d.Bound().Remaining)
 			}
 		}
-		if n := c.ZCard(ctx, limiter.RedisKey(key, "lab")).Val(); n != 3 {
+		if n := c.ZCard(ctx, redisdata.LogKey(key, "lab")).Val(); n != 3 {
 			t.Errorf("the log holds %d entries after three requests, want 3", n)
 		}
 	})
@@ -213,7 +214,7 @@ func TestAllowEachBoundary(t *testing.T) {
 			}
 			return ms
 		}
-		logIdx, fixedIdx := slices.Index(limiter.Algorithms, limiter.Log), slices.Index(limiter.Algorithms, limiter.Fixed)
+		logIdx, fixedIdx := slices.Index(algorithms, limiter.Log), slices.Index(algorithms, limiter.Fixed)
 		if got := maxInWindow(allowed(logIdx), windowMs); got != limit {
 			t.Errorf("log allowed %d within one window, want %d", got, limit)
 		}

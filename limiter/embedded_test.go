@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -155,7 +156,7 @@ func paritySequence(t *testing.T, url string) []string {
 	}
 	h.say("reset")
 	h.window(demo)
-	n, err := h.c.Exists(context.Background(), limiter.RedisKey(h.key, demo.Name)).Result()
+	n, err := h.c.Exists(context.Background(), redisdata.LogKey(h.key, demo.Name)).Result()
 	h.say("key exists after reset: %d %v", n, err)
 	h.allow(demo, 5)
 	h.allow(demo, 1)
@@ -217,7 +218,7 @@ func (h *parity) seed(p limiter.Policy, offsets ...int64) {
 func (h *parity) members(p limiter.Policy) []redis.Z { return members(h.t, h.c, h.key, p) }
 
 func (h *parity) ttlWithin(p limiter.Policy, window time.Duration) bool {
-	ttl, err := h.c.PTTL(context.Background(), limiter.RedisKey(h.key, p.Name)).Result()
+	ttl, err := h.c.PTTL(context.Background(), redisdata.LogKey(h.key, p.Name)).Result()
 	return err == nil && ttl > window-time.Second && ttl <= window
 }
 
@@ -311,7 +312,7 @@ func TestEmbeddedRunsEveryAlgorithm(t *testing.T) {
 	real := redistest.RealURL(t)
 	emb := redistest.EmbeddedURL(t)
 
-	run := func(t *testing.T, url, alg string) []string {
+	run := func(t *testing.T, url string, alg limiter.Algorithm) []string {
 		c := newClient(t, url)
 		lim := limiter.New(c)
 		ctx := context.Background()
@@ -319,8 +320,8 @@ func TestEmbeddedRunsEveryAlgorithm(t *testing.T) {
 		// window whatever the millisecond they start at.
 		awayFromBoundary(t, c, 2*3_600_000, 5*time.Second)
 		key := uniqueKey(t)
-		multi := mustPolicy(t, "login=3/1h,5/2h@"+alg)
-		single := mustPolicy(t, "one=4/1h@"+alg)
+		multi := mustPolicy(t, "login=3/1h,5/2h@"+string(alg))
+		single := mustPolicy(t, "one=4/1h@"+string(alg))
 		var out []string
 		check := func(p limiter.Policy, cost int) {
 			d, err := lim.Allow(ctx, key, p, cost)
@@ -340,7 +341,7 @@ func TestEmbeddedRunsEveryAlgorithm(t *testing.T) {
 			}
 			s := fmt.Sprintf("window %s %s count=%d limit=%d windowMs=%d", p.Name, w.Algorithm, w.Count, w.Limit, w.WindowMs)
 			for _, r := range w.Rules {
-				s += fmt.Sprintf(" [%d rem=%d fixed=%v counter=%v gcra=%v bucket=%v]", r.Count, r.Remaining, r.Fixed != nil, r.Counter != nil, r.GCRA != nil, r.Bucket != nil)
+				s += fmt.Sprintf(" [%d rem=%d state=%T]", r.Count, r.Remaining, r.State)
 			}
 			out = append(out, s)
 		}
@@ -361,7 +362,7 @@ func TestEmbeddedRunsEveryAlgorithm(t *testing.T) {
 		return out
 	}
 	for _, alg := range stateAlgorithms {
-		t.Run(alg, func(t *testing.T) {
+		t.Run(string(alg), func(t *testing.T) {
 			embedded, onReal := run(t, emb, alg), run(t, real, alg)
 			if !slices.Equal(embedded, onReal) {
 				for i := range onReal {

@@ -22,10 +22,6 @@ import (
 	"github.com/ratescope/ratescope/internal/redisdb"
 )
 
-// MaxEvict bounds how many expired entries one call removes, so no call blocks
-// Redis for long however large a log grew; counting never relies on eviction.
-const MaxEvict = 1000
-
 // MaxSnapshot bounds the entries one Window snapshot returns.
 const MaxSnapshot = 1000
 
@@ -96,8 +92,8 @@ type Decision struct {
 	Allowed bool
 	Key     string
 	Policy  string
-	// Algorithm is the policy's algorithm, one of Algorithms.
-	Algorithm string
+	// Algorithm is the policy's algorithm.
+	Algorithm Algorithm
 	Cost      int
 	// NowMs is Redis's clock when the script ran, in epoch milliseconds: for
 	// the log, the score of the recorded entries.
@@ -169,12 +165,9 @@ type RuleState struct {
 	// RetryMs is, for a violated rule, the wait until it has room.
 	RetryMs int64
 
-	// The algorithm's own state; exactly one is set, none for the log (whose
-	// state is its entries, in Window.Entries).
-	Fixed   *FixedState
-	Counter *CounterState
-	GCRA    *GCRAState
-	Bucket  *BucketState
+	// State is the algorithm's own state of the rule: nil for the log, whose
+	// state is its entries (Window.Entries).
+	State State
 }
 
 // Bound is the binding rule's state.
@@ -280,7 +273,7 @@ type Entry struct {
 type Window struct {
 	Key       string
 	Policy    string
-	Algorithm string
+	Algorithm Algorithm
 	// Entries are, for the log, those inside the longest window, oldest
 	// first, at most MaxSnapshot of them; empty for the other algorithms.
 	Entries   []Entry

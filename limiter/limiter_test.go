@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -70,14 +71,14 @@ func seed(t testing.TB, c redis.UniversalClient, key string, p limiter.Policy, s
 	for i, s := range scores {
 		zs[i] = redis.Z{Score: float64(s), Member: uuid.NewString()}
 	}
-	if err := c.ZAdd(context.Background(), limiter.RedisKey(key, p.Name), zs...).Err(); err != nil {
+	if err := c.ZAdd(context.Background(), redisdata.LogKey(key, p.Name), zs...).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func members(t testing.TB, c redis.UniversalClient, key string, p limiter.Policy) []redis.Z {
 	t.Helper()
-	zs, err := c.ZRangeWithScores(context.Background(), limiter.RedisKey(key, p.Name), 0, -1).Result()
+	zs, err := c.ZRangeWithScores(context.Background(), redisdata.LogKey(key, p.Name), 0, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestAllowRecordsAndCounts(t *testing.T) {
 	if len(zs) != 5 {
 		t.Fatalf("%d entries, want 5", len(zs))
 	}
-	ttl, err := c.PTTL(context.Background(), limiter.RedisKey(key, p.Name)).Result()
+	ttl, err := c.PTTL(context.Background(), redisdata.LogKey(key, p.Name)).Result()
 	if err != nil || ttl <= 9*time.Second || ttl > 10*time.Second {
 		t.Fatalf("PTTL = %v, %v; want the window (10s)", ttl, err)
 	}
@@ -614,8 +615,8 @@ func TestBatchedExactness(t *testing.T) {
 // count each request once.
 func TestScriptCacheFlushed(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
-	for _, alg := range limiter.Algorithms {
-		p := mustPolicy(t, "demo=5/1h@"+alg)
+	for _, alg := range algorithms {
+		p := mustPolicy(t, "demo=5/1h@"+string(alg))
 		for _, lim := range []*limiter.Limiter{limiter.New(c), limiter.New(c, limiter.WithoutBatching())} {
 			key := uniqueKey(t)
 			for i := 1; i <= 3; i++ {
@@ -660,4 +661,24 @@ func TestBatchedTimeout(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// algorithms names every algorithm, the log first.
+var algorithms = func() []limiter.Algorithm {
+	var out []limiter.Algorithm
+	for _, d := range limiter.Algorithms() {
+		out = append(out, d.Name)
+	}
+	return out
+}()
+
+// stateKey is where key's state under p lives.
+func stateKey(key string, p limiter.Policy) string {
+	return redisdata.StateKey(key, p.Name, string(p.AlgorithmName()))
+}
+
+// maxLimit is the largest limit a rule of a may have.
+func maxLimit(a limiter.Algorithm) int {
+	d, _ := limiter.Describe(a)
+	return d.MaxLimit
 }

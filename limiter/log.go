@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/redisdata"
 )
 
 var (
@@ -20,10 +22,28 @@ var (
 	windowScript = redis.NewScript(windowSrc)
 )
 
-// logAlgorithm is the sliding-window log (SPEC §2): one sorted set per client
-// and policy, one entry per allowed request, scored by its arrival on Redis's
-// clock.
+// Log is the sliding-window log (SPEC §2): one sorted-set entry per allowed
+// request, scored by its arrival on Redis's clock; exact over any window. The
+// default.
+const Log Algorithm = "log"
+
+func init() {
+	register(0, Descriptor{
+		Name:     Log,
+		Title:    "Sliding-window log",
+		Caption:  "Sliding-window log: one sorted-set entry per allowed request, scored by Redis time; exact.",
+		Tradeoff: "Keeps the time of every allowed request, so no window of the rule's length ever holds more than the limit: exact, at one sorted-set entry per request.",
+		MaxLimit: MaxLogLimit,
+		Entries:  true,
+	}, logAlgorithm{})
+	redisdata.CheckScript = checkSrc
+}
+
+// logAlgorithm is the sliding-window log: one sorted set per client and
+// policy, one entry per allowed request.
 type logAlgorithm struct{}
+
+func (logAlgorithm) countsDenied() bool { return false }
 
 func (a logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
 	c := a.prepare(key, p, cost, peek)
@@ -40,13 +60,13 @@ func (logAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepared 
 		member = uuid.NewString()
 	}
 	args := make([]any, 0, 3+2*len(p.Rules))
-	args = append(args, cost, member, MaxEvict)
+	args = append(args, cost, member, redisdata.MaxEvict)
 	for _, r := range p.Rules {
 		args = append(args, r.Limit, r.WindowMs())
 	}
 	return prepared{
 		script: checkScript,
-		key:    RedisKey(key, p.Name),
+		key:    redisdata.LogKey(key, p.Name),
 		args:   args,
 		decide: func(res []int64) (Decision, []int64, error) {
 			if len(res) != 2+logValues*len(p.Rules) {
@@ -121,7 +141,7 @@ func (logAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy
 	for _, r := range p.Rules {
 		args = append(args, r.WindowMs())
 	}
-	raw, err := windowScript.Run(ctx, l.rdb, []string{RedisKey(key, p.Name)}, args...).Slice()
+	raw, err := windowScript.Run(ctx, l.rdb, []string{redisdata.LogKey(key, p.Name)}, args...).Slice()
 	if err != nil {
 		return Window{}, fmt.Errorf("failed to run the window script: %w", err)
 	}

@@ -155,7 +155,7 @@ func resetAfter(r ruleModel, t int64) int64 {
 
 // randomModel is a rule of the named algorithm in a random but possible
 // state relative to t0 (Redis's clock when seeding), rng-chosen.
-func randomModel(alg string, l, w, t0 int64, rng *rand.Rand) ruleModel {
+func randomModel(alg limiter.Algorithm, l, w, t0 int64, rng *rand.Rand) ruleModel {
 	switch alg {
 	case limiter.Fixed:
 		return &fixedModel{l: l, w: w, start: align(t0, w) - w*rng.Int64N(2), count: rng.Int64N(l + 1)}
@@ -167,11 +167,11 @@ func randomModel(alg string, l, w, t0 int64, rng *rand.Rand) ruleModel {
 	case limiter.Bucket:
 		return &bucketModel{l: l, w: w, units: rng.Int64N(l*w + 1), last: t0 - rng.Int64N(2*w)}
 	}
-	panic("no model for " + alg)
+	panic("no model for " + string(alg))
 }
 
 // emptyModel is a rule of the named algorithm with nothing recorded.
-func emptyModel(alg string, l, w int64) ruleModel {
+func emptyModel(alg limiter.Algorithm, l, w int64) ruleModel {
 	switch alg {
 	case limiter.Fixed:
 		return &fixedModel{l: l, w: w, start: -w}
@@ -182,7 +182,7 @@ func emptyModel(alg string, l, w int64) ruleModel {
 	case limiter.Bucket:
 		return &bucketModel{l: l, w: w, units: l * w}
 	}
-	panic("no model for " + alg)
+	panic("no model for " + string(alg))
 }
 
 // modelOf is p's rules with nothing recorded.
@@ -201,7 +201,7 @@ func seedModel(t testing.TB, c redis.UniversalClient, key string, p limiter.Poli
 	for _, r := range pm {
 		fv = append(fv, strconv.FormatInt(r.window(), 10), r.stored())
 	}
-	if err := c.HSet(context.Background(), limiter.StateKey(key, p), fv...).Err(); err != nil {
+	if err := c.HSet(context.Background(), stateKey(key, p), fv...).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -218,7 +218,7 @@ func seedMany(t testing.TB, c redis.UniversalClient, p limiter.Policy, pms []pol
 		for _, r := range pm {
 			fv = append(fv, strconv.FormatInt(r.window(), 10), r.stored())
 		}
-		pipe.HSet(context.Background(), limiter.StateKey(keys[i], p), fv...)
+		pipe.HSet(context.Background(), stateKey(keys[i], p), fv...)
 	}
 	if _, err := pipe.Exec(context.Background()); err != nil {
 		t.Fatal(err)
@@ -229,7 +229,7 @@ func seedMany(t testing.TB, c redis.UniversalClient, p limiter.Policy, pms []pol
 // stateOf is the raw hash of key under p.
 func stateOf(t testing.TB, c redis.UniversalClient, key string, p limiter.Policy) map[string]string {
 	t.Helper()
-	m, err := c.HGetAll(context.Background(), limiter.StateKey(key, p)).Result()
+	m, err := c.HGetAll(context.Background(), stateKey(key, p)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,4 +237,4 @@ func stateOf(t testing.TB, c redis.UniversalClient, key string, p limiter.Policy
 }
 
 // stateAlgorithms are the algorithms that keep per-rule state in a hash.
-var stateAlgorithms = []string{limiter.Fixed, limiter.Counter, limiter.GCRA, limiter.Bucket}
+var stateAlgorithms = []limiter.Algorithm{limiter.Fixed, limiter.Counter, limiter.GCRA, limiter.Bucket}

@@ -18,9 +18,9 @@ func TestPeekRecordsNothing(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
 	lim := limiter.New(c, limiter.WithoutBatching(), limiter.WithDenyCache(0))
 	ctx := context.Background()
-	for _, alg := range limiter.Algorithms {
-		t.Run(alg, func(t *testing.T) {
-			p := mustPolicy(t, "peek=3/1h@"+alg)
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
+			p := mustPolicy(t, "peek=3/1h@"+string(alg))
 			key := uniqueKey(t)
 			awayFromBoundary(t, c, time.Hour.Milliseconds(), 5*time.Second)
 			for i := 0; i < 3; i++ {

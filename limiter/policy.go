@@ -21,17 +21,16 @@ const (
 	MaxKeyLen   = 128
 )
 
-// MaxLimitOf is the largest limit a rule of the named algorithm may have.
-func MaxLimitOf(algorithm string) int {
-	if algorithm == Log || algorithm == "" {
-		return MaxLogLimit
-	}
-	return MaxLimit
-}
+// The policies that exist unless a configuration redefines them
+// (ParsePolicies): DefaultPolicy for callers that name no policy, DemoPolicy
+// as the public sandbox of ratescope's page.
+const (
+	DefaultPolicy = "default"
+	DemoPolicy    = "demo"
+)
 
-// DefaultPolicies exist unless a configuration redefines them: "default" for
-// callers that name no policy, "demo" as the public sandbox of the page.
-var DefaultPolicies = []string{"default=10/60s", "demo=5/10s"}
+// defaultPolicies are DefaultPolicy's and DemoPolicy's specs, in that order.
+var defaultPolicies = [...]string{DefaultPolicy + "=10/60s", DemoPolicy + "=5/10s"}
 
 // Rule is one limit over one window: at most Limit entries with a score inside
 // (now - Window, now].
@@ -49,9 +48,8 @@ func (r Rule) WindowMs() int64 { return r.Window.Milliseconds() }
 type Policy struct {
 	Name  string
 	Rules []Rule
-	// Algorithm is how the windows are kept: Log, Fixed, Counter, GCRA or
-	// Bucket (SPEC §8). Empty means Log.
-	Algorithm string
+	// Algorithm is how the windows are kept (SPEC §8). Empty means Log.
+	Algorithm Algorithm
 	// Shadow marks a policy decided and recorded as if enforced, whose
 	// callers answer allow anyway (SPEC §9). The limiter itself decides a
 	// shadow policy exactly like any other.
@@ -74,14 +72,14 @@ const MaxCountedCost = 1<<32 - 1
 // larger cost could never pass), or under CountDenied any cost up to
 // MaxCountedCost (a larger one is counted and denied).
 func (p Policy) CostFits(cost int) bool {
-	if p.CountDenied && p.AlgorithmName() == Fixed {
+	if p.CountDenied && algorithmOf(p).countsDenied() {
 		return cost >= 1 && cost <= MaxCountedCost
 	}
 	return cost >= 1 && cost <= p.SmallestLimit()
 }
 
 // AlgorithmName is p.Algorithm with the default filled in: Log.
-func (p Policy) AlgorithmName() string {
+func (p Policy) AlgorithmName() Algorithm {
 	if p.Algorithm == "" {
 		return Log
 	}
@@ -116,7 +114,7 @@ func (p Policy) String() string {
 	}
 	s := p.Name + "=" + strings.Join(parts, ",")
 	if a := p.AlgorithmName(); a != Log {
-		s += "@" + a
+		s += "@" + string(a)
 	}
 	if p.Shadow {
 		s += shadowSuffix
@@ -147,7 +145,7 @@ const shadowSuffix = "+shadow"
 // e.g. "login=5/1m,20/1h", "api=1000/1m@gcra", "search=50/10s+shadow".
 // WINDOW is a Go duration of whole seconds from 1s to 7 days (168h); a window
 // may appear once. ALGORITHM is one of Algorithms (default log). LIMIT is 1 to
-// MaxLimitOf(ALGORITHM): 100,000 for log, 10,000,000 for the others.
+// its Descriptor's MaxLimit: 100,000 for log, 10,000,000 for the others.
 func ParsePolicy(s string) (Policy, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok {
@@ -167,13 +165,14 @@ func ParsePolicy(s string) (Policy, error) {
 	}
 	rules, alg, hasAlg := strings.Cut(rules, "@")
 	if hasAlg {
-		p.Algorithm = strings.TrimSpace(alg)
-		if !knownAlgorithm(p.Algorithm) {
-			return Policy{}, fmt.Errorf("policy %q: algorithm %q must be one of %s", name, p.Algorithm, strings.Join(Algorithms, ", "))
-		}
+		p.Algorithm = Algorithm(strings.TrimSpace(alg))
+	}
+	desc, known := Describe(p.Algorithm)
+	if !known {
+		return Policy{}, fmt.Errorf("policy %q: algorithm %q must be one of %s", name, p.Algorithm, AlgorithmNames())
 	}
 	for part := range strings.SplitSeq(rules, ",") {
-		r, err := parseRule(strings.TrimSpace(part), MaxLimitOf(p.Algorithm))
+		r, err := parseRule(strings.TrimSpace(part), desc.MaxLimit)
 		if err != nil {
 			if hasAlg {
 				err = fmt.Errorf("%w for @%s", err, p.Algorithm)
@@ -208,8 +207,8 @@ func parseRule(s string, maxLimit int) (Rule, error) {
 	return Rule{Limit: limit, Window: w}, nil
 }
 
-// ParsePolicies parses every spec and adds DefaultPolicies that are not
-// redefined. A malformed spec or a name defined twice is an error that names it.
+// ParsePolicies parses every spec and adds the default policies
+// (DefaultPolicy, DemoPolicy) that are not redefined. A malformed spec or a name defined twice is an error that names it.
 // The defaults come first, in their own order, then the rest as given.
 func ParsePolicies(specs []string) ([]Policy, error) {
 	var given []Policy
@@ -227,7 +226,7 @@ func ParsePolicies(specs []string) ([]Policy, error) {
 		given = append(given, p)
 	}
 	var out []Policy
-	for _, s := range DefaultPolicies {
+	for _, s := range defaultPolicies {
 		d, _ := ParsePolicy(s)
 		if i := slices.IndexFunc(given, func(o Policy) bool { return o.Name == d.Name }); i >= 0 {
 			d = given[i]
@@ -238,30 +237,37 @@ func ParsePolicies(specs []string) ([]Policy, error) {
 	return append(out, given...), nil
 }
 
-// ErrInvalidKey is returned for a client key outside SPEC §3's alphabet or length.
-var ErrInvalidKey = errors.New("key must be 1-128 bytes of A-Z a-z 0-9 . _ : @ / + = -")
+// KeyAlphabet is what a client key may hold: 1 to MaxKeyLen bytes of these
+// ranges and characters (SPEC §3). Braces are not among them, so a key can
+// never break the Redis Cluster hash tag around it.
+const KeyAlphabet = "A-Z a-z 0-9 . _ : @ / + = -"
 
-// ValidateKey checks a client key. Braces are not in the alphabet, so a key
-// can never break the Redis Cluster hash tag around it.
+// ErrInvalidKey is returned for a client key outside KeyAlphabet or MaxKeyLen.
+var ErrInvalidKey = errors.New("key must be 1-" + strconv.Itoa(MaxKeyLen) + " bytes of " + KeyAlphabet)
+
+// keyByte marks the bytes of KeyAlphabet.
+var keyByte = func() (in [256]bool) {
+	for _, tok := range strings.Fields(KeyAlphabet) {
+		if len(tok) == 3 && tok[1] == '-' {
+			for c := tok[0]; c <= tok[2]; c++ {
+				in[c] = true
+			}
+			continue
+		}
+		in[tok[0]] = true
+	}
+	return in
+}()
+
+// ValidateKey checks a client key against KeyAlphabet and MaxKeyLen.
 func ValidateKey(key string) error {
 	if len(key) == 0 || len(key) > MaxKeyLen {
 		return ErrInvalidKey
 	}
 	for i := 0; i < len(key); i++ {
-		c := key[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("._:@/+=-", c) >= 0:
-		default:
+		if !keyByte[key[i]] {
 			return ErrInvalidKey
 		}
 	}
 	return nil
-}
-
-// RedisKey is where the log of key under policy lives:
-// rate_limit:{<key>}:<policy>. The braces are a hash tag, so every policy of
-// one client shares a cluster slot.
-func RedisKey(key, policy string) string {
-	return "rate_limit:{" + key + "}:" + policy
 }

@@ -17,11 +17,11 @@ func TestShadowRecordsAsEnforced(t *testing.T) {
 	c := newClient(t, redistest.URL(t))
 	lim := cachedLimiter(t, c)
 	costs := []int{1, 2, 1, 3, 1, 1, 2}
-	for _, alg := range limiter.Algorithms {
-		t.Run(alg, func(t *testing.T) {
+	for _, alg := range algorithms {
+		t.Run(string(alg), func(t *testing.T) {
 			t.Parallel()
-			enforced := mustPolicy(t, "enforced=4/1m,5/1h@"+alg)
-			shadow := mustPolicy(t, "shadowed=4/1m,5/1h@"+alg+"+shadow")
+			enforced := mustPolicy(t, "enforced=4/1m,5/1h@"+string(alg))
+			shadow := mustPolicy(t, "shadowed=4/1m,5/1h@"+string(alg)+"+shadow")
 			if !shadow.Shadow || enforced.Shadow {
 				t.Fatalf("parsed %+v and %+v", enforced, shadow)
 			}

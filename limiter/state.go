@@ -4,9 +4,12 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/redisdata"
 )
 
 //go:embed state.lua
@@ -25,12 +28,27 @@ const stateValues = 7
 // reads the reply. A look without deciding is the same script with cost 0,
 // so a Window never disagrees with a decision about what the state means.
 type stateAlgorithm struct {
-	name   string
+	name   Algorithm
 	script *redis.Script
 	// describe fills the algorithm's own field of s from the script's three
 	// state numbers, at nowMs.
 	describe func(s *RuleState, nowMs int64, raw [3]int64)
+	// counts: the script can count denied requests too (Policy.CountDenied).
+	counts bool
 }
+
+func (a stateAlgorithm) countsDenied() bool { return a.counts }
+
+// State is an algorithm's own state of one rule, in RuleState: *FixedState,
+// *CounterState, *GCRAState or *BucketState. Its JSON is its wire form, sent
+// by ratescope's live view and window API as a member named for Algorithm.
+type State interface {
+	Algorithm() Algorithm
+}
+
+// round3 keeps three decimals: enough for a fraction of a token or a ms, and
+// readable in JSON.
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
 // What the state scripts record (their ARGV[2]).
 const (
@@ -56,7 +74,7 @@ func (a stateAlgorithm) args(key string, p Policy, cost, record int) (string, []
 	for _, r := range p.Rules {
 		args = append(args, r.Limit, r.WindowMs())
 	}
-	return AlgorithmKey(key, p.Name, a.name), args
+	return redisdata.StateKey(key, p.Name, string(a.name)), args
 }
 
 // read parses the script's reply to a decision (decided) or a look. When a
@@ -107,7 +125,7 @@ func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepa
 	switch {
 	case peek:
 		record = recordNothing
-	case p.CountDenied && a.name == Fixed:
+	case p.CountDenied && a.counts:
 		record = recordAll
 	}
 	k, args := a.args(key, p, cost, record)

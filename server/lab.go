@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
@@ -39,15 +40,17 @@ var (
 // labKey is the client key of a lab's five windows.
 func labKey(lab string) string { return "lab:" + lab }
 
-// labPolicies is the rule under every algorithm, in SPEC §8's order. Built
-// by hand: a lab's window is whole milliseconds, not whole seconds.
+// labPolicies is the rule under every algorithm, in limiter.Algorithms'
+// order. Built by hand: a lab's window is whole milliseconds, not whole
+// seconds.
 func labPolicies(limit int, windowMs int64) []limiter.Policy {
-	ps := make([]limiter.Policy, len(limiter.Algorithms))
-	for i, a := range limiter.Algorithms {
+	algorithms := limiter.Algorithms()
+	ps := make([]limiter.Policy, len(algorithms))
+	for i, a := range algorithms {
 		ps[i] = limiter.Policy{
 			Name:      labPolicy,
 			Rules:     []limiter.Rule{{Limit: limit, Window: time.Duration(windowMs) * time.Millisecond}},
-			Algorithm: a,
+			Algorithm: a.Name,
 		}
 	}
 	return ps
@@ -61,7 +64,7 @@ func (p *params) lab() string {
 	case !ok:
 		p.fail("lab", "is required")
 	case len(name) > labMaxName || limiter.ValidateKey(name) != nil:
-		p.fail("lab", "%q is not a valid lab name: use 1-%d bytes of A-Z a-z 0-9 . _ : @ / + = -", truncate(name, 80), labMaxName)
+		p.fail("lab", "%q is not a valid lab name: use 1-%d bytes of %s", truncate(name, 80), labMaxName, limiter.KeyAlphabet)
 	}
 	return name
 }
@@ -207,8 +210,10 @@ func handleLabPage(a *app) echo.HandlerFunc {
 			return err
 		}
 		page := views.LabPage{
-			Lab: lab, Limit: limit, WindowS: window, Traffic: traffic, Algorithms: limiter.Algorithms,
+			Lab: lab, Limit: limit, WindowS: window, Traffic: traffic, NameMax: labMaxName,
+			Keys:   redisdata.StateKey(labKey(lab), labPolicy, "…"),
 			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
+			Facts: pageFacts,
 		}
 		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 		c.Response().Header().Set("Cache-Control", "no-store")

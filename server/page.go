@@ -3,9 +3,11 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/static"
 	"github.com/ratescope/ratescope/views"
@@ -32,7 +34,7 @@ func handlePage(a *app) echo.HandlerFunc {
 		}
 		policies := make([]views.Policy, len(set.policies))
 		for i, p := range set.policies {
-			policies[i] = views.Policy{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow}
+			policies[i] = views.Policy{Name: p.Name, Algorithm: string(p.Policy.AlgorithmName()), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				policies[i].Rules = append(policies[i].Rules, views.Rule{
 					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, limiter.WindowString(r.Window)),
@@ -42,6 +44,7 @@ func handlePage(a *app) echo.HandlerFunc {
 		page := views.Page{
 			Key: key, Policy: pol.Name, Policies: policies,
 			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
+			Facts: pageFacts,
 		}
 		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 		c.Response().Header().Set("Cache-Control", "no-store")
@@ -49,6 +52,28 @@ func handlePage(a *app) echo.HandlerFunc {
 		return views.IndexPage(page).Render(c.Request().Context(), c.Response())
 	}
 }
+
+// pageFacts are what every page and its scripts read of the server rather
+// than keep a copy: the key alphabet, where windows live in Redis, the
+// sandbox policy and the algorithms.
+var pageFacts = func() views.Facts {
+	f := views.Facts{
+		// KeyAlphabet ends with "-", so its ranges and characters, joined,
+		// are a character class.
+		KeyChars:       strings.Join(strings.Fields(limiter.KeyAlphabet), ""),
+		KeyAlphabet:    limiter.KeyAlphabet,
+		KeyMax:         limiter.MaxKeyLen,
+		KeyFormat:      redisdata.KeyFormat,
+		StateKeyFormat: redisdata.StateKeyFormat,
+		Sandbox:        sandboxPolicy,
+	}
+	for _, d := range limiter.Algorithms() {
+		f.Algorithms = append(f.Algorithms, views.Algorithm{
+			Name: string(d.Name), Title: d.Title, Caption: d.Caption, Tradeoff: d.Tradeoff, Entries: d.Entries,
+		})
+	}
+	return f
+}()
 
 // handleStatic serves the embedded JS, CSS and icon. URLs the page links carry
 // ?v=<instance>, so they may be cached for a day; modules imported by other

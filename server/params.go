@@ -231,7 +231,7 @@ func (p *params) key() string {
 	case !ok:
 		p.fail("key", "is required")
 	case limiter.ValidateKey(k) != nil:
-		p.fail("key", "%q is not a valid key: use 1-128 bytes of A-Z a-z 0-9 . _ : @ / + = - (in a query, send + as %%2B)", truncate(k, 140))
+		p.fail("key", "%q is not a valid key: use 1-%d bytes of %s (in a query, send + as %%2B)", truncate(k, 140), limiter.MaxKeyLen, limiter.KeyAlphabet)
 	}
 	return k
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/internal/naive"
 	"github.com/ratescope/ratescope/server/live"
 )
 
@@ -57,7 +57,7 @@ func (r *races) done(key string) {
 
 // handleRace runs the race demo on the sandbox policy: POST /api/v1/race.
 func handleRace(a *app) echo.HandlerFunc {
-	naive := limiter.NewNaive(a.rdb)
+	slow := naive.New(a.rdb)
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldKey, fieldPolicy, fieldMode, fieldRequests, fieldThinkMs)
 		if err != nil {
@@ -104,7 +104,7 @@ func handleRace(a *app) echo.HandlerFunc {
 		} else {
 			after := thinkAfterRead(ctx, time.Duration(thinkMs)*time.Millisecond)
 			check = func() (bool, error) {
-				return naive.Allow(ctx, key, pol, limiter.NaiveOptions{AfterRead: after})
+				return slow.Allow(ctx, key, pol, naive.Options{AfterRead: after})
 			}
 		}
 		allowed, denied, failed, took := race(requests, check)

@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -26,11 +25,11 @@ Policies (--policy, repeatable, or RATESCOPE_POLICIES separated by ';'):
   NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow]
   e.g. login=5/1m,20/1h   api=1000/1m@gcra   search=50/10s+shadow
   NAME is [a-z0-9_-]{1,32}; WINDOW a duration of whole seconds, 1s to 168h; ALGORITHM one
-  of %s (default log); +shadow decides and records but always allows.
+  of %s (default %s); +shadow decides and records but always allows.
   default=10/1m and demo=5/10s exist unless redefined.
 
 Flags (each has an environment twin, in brackets; a flag wins over it):
-`, strings.Join(limiter.Algorithms, ", "))
+`, limiter.AlgorithmNames(), limiter.Log)
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, help := flag.UnquoteUsage(f)
 		fmt.Fprintf(w, "  --%s %s\n        %s", f.Name, kind, help)

@@ -67,10 +67,10 @@ func handleReset(a *app) echo.HandlerFunc {
 }
 
 type policyJSON struct {
-	Name      string           `json:"name"`
-	Rules     []policyRuleJSON `json:"rules"`
-	Algorithm string           `json:"algorithm"` // SPEC §8: log, fixed, counter, gcra or bucket
-	Shadow    bool             `json:"shadow"`    // SPEC §9
+	Name      string            `json:"name"`
+	Rules     []policyRuleJSON  `json:"rules"`
+	Algorithm limiter.Algorithm `json:"algorithm"` // SPEC §8: one of limiter.Algorithms
+	Shadow    bool              `json:"shadow"`    // SPEC §9
 }
 
 type policyRuleJSON struct {

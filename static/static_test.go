@@ -34,13 +34,19 @@ func readFile(t *testing.T, name string) string {
 	return string(b)
 }
 
-// modules returns every embedded JavaScript module by path.
+// modules returns every embedded JavaScript module by path: the page's
+// parts in js/ and each algorithm's in js/algorithms/.
 func modules(t *testing.T) map[string]string {
 	t.Helper()
 	names, err := fs.Glob(static.FS, "js/*.js")
 	if err != nil {
 		t.Fatal(err)
 	}
+	perAlgorithm, err := fs.Glob(static.FS, "js/algorithms/*.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names = append(names, perAlgorithm...)
 	if len(names) < 2 {
 		t.Fatalf("embedded modules: %v, want the page split by part", names)
 	}
@@ -70,7 +76,7 @@ func TestModulesReferenceEveryTestID(t *testing.T) {
 	}
 }
 
-var importRE = regexp.MustCompile(`(?m)^\s*import\s[^;]*?from\s+'([^']+)';|\bimport\s*\(`)
+var importRE = regexp.MustCompile(`(?m)^\s*import\s[^;]*?from\s+'([^']+)';|\bimport\s*\(('\./[a-z-]+/' \+)?`)
 
 // TestModulesAreSelfContained: the CSP allows only 'self', so no CDN, no
 // eval, no HTML injection, and every import is another embedded module.
@@ -83,11 +89,18 @@ func TestModulesAreSelfContained(t *testing.T) {
 			}
 		}
 		for _, m := range importRE.FindAllStringSubmatch(js, -1) {
+			if m[1] == "" && m[2] != "" { // import('./dir/' + name + '.js'): a module of that embedded folder
+				dir := path.Join(path.Dir(name), strings.Trim(m[2], "' +"))
+				if d, err := fs.Stat(static.FS, dir); err != nil || !d.IsDir() {
+					t.Errorf("%s imports from %s, which is not embedded", name, dir)
+				}
+				continue
+			}
 			if m[1] == "" {
 				t.Errorf("%s imports dynamically: %q", name, m[0])
 				continue
 			}
-			if !strings.HasPrefix(m[1], "./") {
+			if !strings.HasPrefix(m[1], "./") && !strings.HasPrefix(m[1], "../") {
 				t.Errorf("%s imports %q: only relative imports of embedded modules", name, m[1])
 				continue
 			}

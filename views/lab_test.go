@@ -15,8 +15,8 @@ import (
 // traffic, links back to the main page, and the main page links to it.
 func TestLabPage(t *testing.T) {
 	var buf bytes.Buffer
-	p := views.LabPage{Lab: "class-7", Limit: 7, WindowS: 30, Traffic: "random",
-		Algorithms: []string{"log", "fixed", "counter", "gcra", "bucket"}, TickMs: 100, Instance: "i1", AssetVersion: "v1"}
+	p := views.LabPage{Lab: "class-7", Limit: 7, WindowS: 30, Traffic: "random", NameMax: 64,
+		Facts: testFacts(), TickMs: 100, Instance: "i1", AssetVersion: "v1"}
 	if err := views.Lab(p).Render(context.Background(), &buf); err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestLabPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{"lab": "main", "lab-limit": "input", "lab-window": "input", "lab-traffic": "select", "lab-run": "button"}
-	for _, a := range p.Algorithms {
+	for _, a := range []string{"log", "fixed", "counter", "gcra", "bucket"} {
 		want["lab-lane-"+a] = ""
 		want["lab-count-"+a] = ""
 		want["lab-max-"+a] = ""
@@ -60,7 +60,7 @@ func TestLabPage(t *testing.T) {
 	if doc.Find(`a[href="/"]`).Length() == 0 {
 		t.Error("the lab has no link back to /")
 	}
-	if doc.Find(`.lab-caption`).Length() != len(p.Algorithms) {
+	if doc.Find(`.lab-caption`).Length() != len(p.Facts.Algorithms) {
 		t.Error("not one caption per algorithm")
 	}
 	idx, _ := render(t, testPage())

@@ -6,6 +6,7 @@ package views
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 )
 
 // Rule is one (limit, window) pair of a policy, e.g. {5, 10000, "5 per 10s"}.
@@ -16,8 +17,8 @@ type Rule struct {
 }
 
 // Policy is a named set of rules offered in the policy picker, with the
-// algorithm that keeps its windows (log, fixed, counter, gcra or bucket;
-// empty means log) and whether it is a shadow policy.
+// algorithm that keeps its windows (one of Facts.Algorithms; empty means the
+// default) and whether it is a shadow policy.
 type Policy struct {
 	Name      string `json:"name"`
 	Rules     []Rule `json:"rules"`
@@ -25,30 +26,97 @@ type Policy struct {
 	Shadow    bool   `json:"shadow"`
 }
 
-// AlgorithmCaptions say in one line what each algorithm keeps and decides.
-// The page's script reads them from a data- attribute, so they live here once.
-var AlgorithmCaptions = map[string]string{
-	"log":     "Sliding-window log: one sorted-set entry per allowed request, scored by Redis time; exact.",
-	"fixed":   "Fixed window: one counter per window aligned on Redis time; it starts again from 0 at each edge, so a burst can pass just before and just after one.",
-	"counter": "Sliding-window counter: the previous window's count, weighted by how much of it the sliding window still covers, plus the current window's count; two counters, an approximation.",
-	"gcra":    "GCRA: one timestamp, the theoretical arrival time (TAT); each request pushes it on by window / limit, and a request fits while the TAT stays within one window of now.",
-	"bucket":  "Token bucket: up to limit tokens, refilled continuously at limit per window; each request takes its cost in tokens.",
+// Algorithm is one algorithm as the pages show it: its name, what people
+// call it, a line on what it keeps, a sentence on what it trades, and
+// whether it keeps one entry per request (a sorted set) rather than a few
+// numbers per rule (a hash).
+type Algorithm struct {
+	Name     string `json:"name"`
+	Title    string `json:"title"`
+	Caption  string `json:"caption"`
+	Tradeoff string `json:"tradeoff"`
+	Entries  bool   `json:"entries"`
 }
 
-// algorithm is pol's algorithm with the default filled in.
-func algorithm(pol Policy) string {
-	if pol.Algorithm == "" {
-		return "log"
-	}
-	return pol.Algorithm
+// Facts are what the server says of itself to every page and its scripts,
+// so neither keeps a copy: the client key's alphabet (KeyChars, a regular
+// expression's character class, and KeyAlphabet for people) and length,
+// where a window lives in Redis (KeyFormat for a sorted set, StateKeyFormat
+// for a hash, with <key>, <policy> and <algorithm> standing for the
+// values), the public sandbox policy, and every algorithm, the default
+// first.
+type Facts struct {
+	KeyChars       string
+	KeyAlphabet    string
+	KeyMax         int
+	KeyFormat      string
+	StateKeyFormat string
+	Sandbox        string
+	Algorithms     []Algorithm
 }
+
+// describe finds an algorithm by name; the default (the first) when name is
+// empty or unknown.
+func (f Facts) describe(name string) Algorithm {
+	for _, a := range f.Algorithms {
+		if a.Name == name {
+			return a
+		}
+	}
+	if name == "" && len(f.Algorithms) > 0 {
+		return f.Algorithms[0]
+	}
+	return Algorithm{Name: name}
+}
+
+// redisKey is where key's window under policy lives for algorithm a.
+func (f Facts) redisKey(key, policy string, a Algorithm) string {
+	format := f.StateKeyFormat
+	if a.Entries {
+		format = f.KeyFormat
+	}
+	return strings.NewReplacer("<key>", key, "<policy>", policy, "<algorithm>", a.Name).Replace(format)
+}
+
+// keyHint says what a key of at most max bytes may be, e.g. "1–128 of A–Z
+// a–z 0–9 . _ : @ / + = -": ranges with an en dash.
+func (f Facts) keyHint(max int) string {
+	fields := strings.Fields(f.KeyAlphabet)
+	for i, tok := range fields {
+		if len(tok) == 3 && tok[1] == '-' {
+			fields[i] = tok[:1] + "–" + tok[2:]
+		}
+	}
+	return "1–" + strconv.Itoa(max) + " of " + strings.Join(fields, " ")
+}
+
+// count says how many algorithms there are, in words: "five".
+func (f Facts) count() string {
+	words := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"}
+	if n := len(f.Algorithms); n < len(words) {
+		return words[n]
+	}
+	return strconv.Itoa(len(f.Algorithms))
+}
+
+// algorithmsJSON feeds the algorithms to the script.
+func (f Facts) algorithmsJSON() string {
+	b, err := json.Marshal(f.Algorithms)
+	if err != nil || f.Algorithms == nil { // cannot fail for these plain types
+		return "[]"
+	}
+	return string(b)
+}
+
+// algorithm is pol's algorithm, the default filled in.
+func (p Page) algorithmOf(pol Policy) Algorithm { return p.Facts.describe(pol.Algorithm) }
 
 // algorithmLabel names what the page shows, e.g. "gcra" or "gcra · shadow".
-func algorithmLabel(pol Policy) string {
+func (p Page) algorithmLabel(pol Policy) string {
 	if pol.Shadow {
-		return algorithm(pol) + " · shadow"
+		return p.algorithmOf(pol).Name + " · shadow"
 	}
-	return algorithm(pol)
+	return p.algorithmOf(pol).Name
 }
 
 // shown is the preselected policy (empty when it is not offered).
@@ -57,25 +125,16 @@ func (p Page) shown() Policy {
 	return pol
 }
 
-// algorithm is the preselected policy's algorithm (log when unknown).
-func (p Page) algorithm() string { return algorithm(p.shown()) }
+// algorithm is the preselected policy's algorithm.
+func (p Page) algorithm() Algorithm { return p.algorithmOf(p.shown()) }
 
 // countLabel names the count readout: the log counts entries in its window,
 // the others report what is used of the limit.
-func countLabel(algorithm string) string {
-	if algorithm == "log" {
+func countLabel(a Algorithm) string {
+	if a.Entries {
 		return "In window / limit"
 	}
 	return "Used / limit"
-}
-
-// captionsJSON feeds AlgorithmCaptions to the script.
-func captionsJSON() string {
-	b, err := json.Marshal(AlgorithmCaptions)
-	if err != nil { // cannot happen for a map of strings
-		return "{}"
-	}
-	return string(b)
 }
 
 // Page is everything IndexPage needs. Key and Policy name the window shown
@@ -88,15 +147,7 @@ type Page struct {
 	TickMs       int64  // server tick interval, so the script can spot a silent socket
 	Instance     string // id of the instance that rendered the page
 	AssetVersion string // appended as ?v= to static URLs so deploys bust caches
-}
-
-// asset returns the URL of a static file with the cache-busting version.
-func (p Page) asset(name string) string {
-	u := "/static/" + name
-	if p.AssetVersion != "" {
-		u += "?v=" + p.AssetVersion
-	}
-	return u
+	Facts        Facts
 }
 
 // selected returns the preselected policy, or false when it is not offered.
@@ -148,24 +199,18 @@ func policiesJSON(ps []Policy) string {
 	return string(b)
 }
 
-// redisKey is where the shown window lives in Redis: the log's sorted set,
-// or the other algorithms' hash, e.g. rate_limit:{demo}:api:gcra.
-func redisKey(key, policy, algorithm string) string {
-	if algorithm == "log" {
-		return zsetKey(key, policy)
-	}
-	return zsetKey(key, policy) + ":" + algorithm
-}
-
-// redisKeyLabel names what redisKey holds.
-func redisKeyLabel(algorithm string) string {
-	if algorithm == "log" {
+// redisKeyLabel names what the shown window's key holds.
+func redisKeyLabel(a Algorithm) string {
+	if a.Entries {
 		return "Redis sorted set"
 	}
 	return "Redis hash, a field per rule"
 }
 
-// zsetKey is the Redis key of the shown window, e.g. rate_limit:{demo}:demo.
-func zsetKey(key, policy string) string {
-	return "rate_limit:{" + key + "}:" + policy
+// capitalize upper-cases the first letter of an ASCII word.
+func capitalize(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }

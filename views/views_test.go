@@ -9,6 +9,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/views"
 )
 
@@ -27,7 +29,28 @@ func testPage() views.Page {
 		TickMs:       100,
 		Instance:     "inst-7f3a",
 		AssetVersion: "abc123",
+		Facts:        testFacts(),
 	}
+}
+
+// testFacts are the facts the server gives the pages, from the limiter.
+func testFacts() views.Facts {
+	f := views.Facts{
+		KeyChars: "A-Za-z0-9._:@/+=-", KeyAlphabet: limiter.KeyAlphabet, KeyMax: limiter.MaxKeyLen,
+		KeyFormat: redisdata.KeyFormat, StateKeyFormat: redisdata.StateKeyFormat, Sandbox: limiter.DemoPolicy,
+	}
+	for _, d := range limiter.Algorithms() {
+		f.Algorithms = append(f.Algorithms, views.Algorithm{
+			Name: string(d.Name), Title: d.Title, Caption: d.Caption, Tradeoff: d.Tradeoff, Entries: d.Entries,
+		})
+	}
+	return f
+}
+
+// caption is the named algorithm's caption.
+func caption(name string) string {
+	d, _ := limiter.Describe(limiter.Algorithm(name))
+	return d.Caption
 }
 
 func render(t *testing.T, p views.Page) (*goquery.Document, string) {
@@ -157,13 +180,13 @@ func TestAlgorithmShown(t *testing.T) {
 		if c, _ := doc.Find("#window-card").Attr("data-algorithm"); c != tc.card {
 			t.Errorf("window card's data-algorithm = %q for %s, want %q", c, tc.policy, tc.card)
 		}
-		if c := doc.Find("#algo-caption").Text(); c != views.AlgorithmCaptions[tc.card] || c == "" {
+		if c := doc.Find("#algo-caption").Text(); c != caption(tc.card) || c == "" {
 			t.Errorf("caption for %s reads %q", tc.policy, c)
 		}
 	}
-	var caps map[string]string
+	var caps []views.Algorithm
 	raw, _ := doc.Find("#app").Attr("data-algorithms")
-	if err := json.Unmarshal([]byte(raw), &caps); err != nil || len(caps) != 5 {
+	if err := json.Unmarshal([]byte(raw), &caps); err != nil || len(caps) != 5 || caps[4].Caption == "" {
 		t.Errorf("data-algorithms = %q (%v), want the five captions", raw, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -56,7 +57,7 @@ func measureAlgorithms(ctx context.Context, e *env) error {
 	lim := limiter.New(rdb)
 
 	costs := map[string]map[int]algoCost{}
-	for _, alg := range limiter.Algorithms {
+	for _, alg := range algorithmNames() {
 		costs[alg] = map[int]algoCost{}
 		for _, l := range algoLimits {
 			progress("  %s at limit %d", alg, l)
@@ -81,7 +82,7 @@ func measureAlgorithms(ctx context.Context, e *env) error {
 	r.line("")
 	r.line("| algorithm | µs/check allowed, limit %s | µs/check denied | bytes per client key |", joinInts(algoLimits, " / "))
 	r.line("|---|---|---|---|")
-	for _, alg := range limiter.Algorithms {
+	for _, alg := range algorithmNames() {
 		var a, d, b []string
 		for _, l := range algoLimits {
 			c := costs[alg][l]
@@ -94,7 +95,7 @@ func measureAlgorithms(ctx context.Context, e *env) error {
 	r.line("")
 	r.line("| algorithm | agreement with `log` | allowed | most allowed in any %s |", strings.TrimPrefix(traceRule, "10/"))
 	r.line("|---|---|---|---|")
-	for _, alg := range limiter.Algorithms {
+	for _, alg := range algorithmNames() {
 		r.line("| `%s` | %.1f %% | %d of %d | %d |", alg, 100*tr.agreement[alg], tr.allowed[alg], tr.n, tr.maxInWindow[alg])
 	}
 	return nil
@@ -149,7 +150,7 @@ func measureAlgoCost(ctx context.Context, rdb *redis.Client, lim *limiter.Limite
 	if c.deniedUs, err = run(algoFullChecks); err != nil {
 		return c, err
 	}
-	c.bytes, err = rdb.MemoryUsage(ctx, limiter.StateKey(key(0), p), 0).Result()
+	c.bytes, err = rdb.MemoryUsage(ctx, redisdata.StateKey(key(0), p.Name, string(p.AlgorithmName())), 0).Result()
 	if err != nil {
 		return c, fmt.Errorf("failed to read MEMORY USAGE: %w", err)
 	}
@@ -159,7 +160,7 @@ func measureAlgoCost(ctx context.Context, rdb *redis.Client, lim *limiter.Limite
 func limiterKeys(prefix string, n int, p limiter.Policy) []string {
 	keys := make([]string, n)
 	for i := range keys {
-		keys[i] = limiter.StateKey(prefix+strconv.Itoa(i), p)
+		keys[i] = redisdata.StateKey(prefix+strconv.Itoa(i), p.Name, string(p.AlgorithmName()))
 	}
 	return keys
 }
@@ -261,8 +262,8 @@ type traceResult struct {
 // traceRule, on fresh keys, at its time from an edge of the window on Redis's
 // clock, and compares their decisions with the log's.
 func replayTrace(ctx context.Context, rdb *redis.Client, lim *limiter.Limiter, trace []int64) (traceResult, error) {
-	policies := make([]limiter.Policy, len(limiter.Algorithms))
-	for i, alg := range limiter.Algorithms {
+	policies := make([]limiter.Policy, len(algorithmNames()))
+	for i, alg := range algorithmNames() {
 		p, err := limiter.ParsePolicy("trace=" + traceRule + "@" + alg)
 		if err != nil {
 			return traceResult{}, err
@@ -297,7 +298,7 @@ func replayTrace(ctx context.Context, rdb *redis.Client, lim *limiter.Limiter, t
 		}
 	}
 	res := traceResult{n: len(trace), agreement: map[string]float64{}, allowed: map[string]int{}, maxInWindow: map[string]int{}}
-	for i, alg := range limiter.Algorithms {
+	for i, alg := range algorithmNames() {
 		same := 0
 		var times []int64
 		for j, d := range decisions[i] {
@@ -340,4 +341,13 @@ func sleepUntil(ctx context.Context, t time.Time) error {
 	case <-timer.C:
 		return nil
 	}
+}
+
+// algorithmNames names every algorithm, the log first.
+func algorithmNames() []string {
+	var names []string
+	for _, d := range limiter.Algorithms() {
+		names = append(names, string(d.Name))
+	}
+	return names
 }

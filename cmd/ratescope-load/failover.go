@@ -13,8 +13,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/internal/redistest"
-	"github.com/ratescope/ratescope/limiter"
 )
 
 // The failover phase (--failover): a master crash under load, as an operator
@@ -305,7 +305,7 @@ func lookUp(ctx context.Context, addr string, as []answer) (looked, missing int)
 	pipe := c.Pipeline()
 	cmds := make([]*redis.FloatCmd, len(as))
 	for i, a := range as {
-		cmds[i] = pipe.ZScore(ctx, limiter.RedisKey(fmt.Sprintf("fo-%d", a.key), "api"), a.id)
+		cmds[i] = pipe.ZScore(ctx, redisdata.LogKey(fmt.Sprintf("fo-%d", a.key), "api"), a.id)
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, cmd := range cmds {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -56,18 +57,18 @@ func measureLibrary(ctx context.Context, e *env) error {
 	if err != nil {
 		return fmt.Errorf("failed to parse policy %s: %w", libPolicy, err)
 	}
-	script := redis.NewScript(limiter.CheckScriptSource())
+	script := redis.NewScript(redisdata.CheckScript)
 	if err := script.Load(ctx, rdb).Err(); err != nil {
 		return fmt.Errorf("failed to load the check script: %w", err)
 	}
 	prefix := "lib-" + uuid.NewString()[:8] + "-"
 	key := func(i int64) string { return fmt.Sprintf("%s%d", prefix, i%int64(o.keys)) }
 	rawArgs := func(i int64) ([]string, []any) {
-		args := []any{1, uuid.NewString(), limiter.MaxEvict}
+		args := []any{1, uuid.NewString(), redisdata.MaxEvict}
 		for _, r := range p.Rules {
 			args = append(args, r.Limit, r.WindowMs())
 		}
-		return []string{limiter.RedisKey(key(i), p.Name)}, args
+		return []string{redisdata.LogKey(key(i), p.Name)}, args
 	}
 	allow := func(l *limiter.Limiter) func(context.Context, int64) (int, error) {
 		return func(ctx context.Context, i int64) (int, error) {

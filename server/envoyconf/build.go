@@ -3,7 +3,6 @@ package envoyconf
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -56,10 +55,11 @@ type builder struct {
 
 // file adds one parsed file's domain.
 func (b *builder) file(p *parser, f *yamlFile) {
-	alg, explicit := f.algorithm, f.algorithm != ""
+	alg, explicit := limiter.Algorithm(f.algorithm), f.algorithm != ""
+	_, known := limiter.Describe(alg)
 	switch {
-	case explicit && !slices.Contains(limiter.Algorithms, alg):
-		p.fail(algorithmKey, f.algorithmLine, "%q is not an algorithm; want one of %s", alg, strings.Join(limiter.Algorithms, ", "))
+	case explicit && !known:
+		p.fail(algorithmKey, f.algorithmLine, "%q is not an algorithm; want one of %s", alg, limiter.AlgorithmNames())
 		return
 	case !explicit && b.opts.Compat:
 		alg = limiter.Fixed
@@ -83,7 +83,7 @@ func (b *builder) file(p *parser, f *yamlFile) {
 
 // leafRules are how a file's limits become policies.
 type leafRules struct {
-	alg         string
+	alg         limiter.Algorithm
 	explicit    bool // the file names its algorithm
 	countDenied bool // every hit counts, as envoyproxy/ratelimit counts (Options.Compat)
 }

@@ -19,10 +19,10 @@ func isLab(w Window) bool { return w.Policy == labTopic }
 
 // LabAlgorithm is one algorithm's decision of a lab request.
 type LabAlgorithm struct {
-	Algorithm    string `json:"algorithm"`
-	Allowed      bool   `json:"allowed"`
-	Remaining    int    `json:"remaining"`
-	RetryAfterMs int64  `json:"retryAfterMs"`
+	Algorithm    limiter.Algorithm `json:"algorithm"`
+	Allowed      bool              `json:"allowed"`
+	Remaining    int               `json:"remaining"`
+	RetryAfterMs int64             `json:"retryAfterMs"`
 }
 
 // LabResult is one lab request decided under every algorithm: the answer to

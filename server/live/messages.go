@@ -2,7 +2,7 @@ package live
 
 import (
 	"encoding/json"
-	"math"
+	"strconv"
 
 	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
@@ -34,8 +34,8 @@ type helloMsg struct {
 	TickMs   int64        `json:"tickMs"`
 	// Algorithm is how the policy keeps its windows (SPEC §8); Shadow marks
 	// a policy whose denials are only reported (SPEC §9).
-	Algorithm string `json:"algorithm"`
-	Shadow    bool   `json:"shadow"`
+	Algorithm limiter.Algorithm `json:"algorithm"`
+	Shadow    bool              `json:"shadow"`
 }
 
 type policyRule struct {
@@ -79,16 +79,16 @@ func TickMessage(nowMs int64) []byte { return encode(tickMsg{Type: TypeTick, Now
 // /api/v1/window and, with a type, the snapshot message. Every algorithm
 // fills the counts; the log adds its entries, the others each rule's state.
 type WindowState struct {
-	Key       string      `json:"key"`
-	Policy    string      `json:"policy"`
-	Algorithm string      `json:"algorithm"`
-	Entries   []Entry     `json:"entries"`
-	Truncated bool        `json:"truncated"`
-	Count     int         `json:"count"`
-	Limit     int         `json:"limit"`
-	WindowMs  int64       `json:"windowMs"`
-	NowMs     int64       `json:"nowMs"`
-	Rules     []RuleState `json:"rules"`
+	Key       string            `json:"key"`
+	Policy    string            `json:"policy"`
+	Algorithm limiter.Algorithm `json:"algorithm"`
+	Entries   []Entry           `json:"entries"`
+	Truncated bool              `json:"truncated"`
+	Count     int               `json:"count"`
+	Limit     int               `json:"limit"`
+	WindowMs  int64             `json:"windowMs"`
+	NowMs     int64             `json:"nowMs"`
+	Rules     []RuleState       `json:"rules"`
 }
 
 // Entry is one entry of a window: its member and score.
@@ -98,53 +98,40 @@ type Entry struct {
 }
 
 // RuleState is one rule's state in a window: its counts and, for every
-// algorithm but the log, exactly one of the algorithm's own states.
+// algorithm but the log, the algorithm's own state as a member named for it
+// (e.g. "gcra": {"tatMs", "emissionIntervalMs"}), in the wire form its
+// limiter.State defines.
 type RuleState struct {
-	Limit     int           `json:"limit"`
-	WindowMs  int64         `json:"windowMs"`
-	Count     int           `json:"count"`
-	Remaining int           `json:"remaining"`
-	Fixed     *FixedState   `json:"fixed,omitempty"`
-	Counter   *CounterState `json:"counter,omitempty"`
-	GCRA      *GCRAState    `json:"gcra,omitempty"`
-	Bucket    *BucketState  `json:"bucket,omitempty"`
+	Limit     int
+	WindowMs  int64
+	Count     int
+	Remaining int
+	State     limiter.State
 }
 
-// FixedState is a fixed window's counter: Count requests since
-// WindowStartMs; the window resets at WindowStartMs + windowMs.
-type FixedState struct {
-	WindowStartMs int64 `json:"windowStartMs"`
-	Count         int   `json:"count"`
-}
-
-// CounterState is the sliding-window counter's two windows. The current one
-// began at WindowStartMs; Weight is the previous window's share at the
-// snapshot, (windowMs − elapsed) / windowMs, and Estimate is
-// PrevCount × Weight + CurrCount, what the rule compares with its limit.
-type CounterState struct {
-	WindowStartMs int64   `json:"windowStartMs"`
-	PrevCount     int     `json:"prevCount"`
-	CurrCount     int     `json:"currCount"`
-	Weight        float64 `json:"weight"`
-	Estimate      float64 `json:"estimate"`
-}
-
-// GCRAState is GCRA's theoretical arrival time, rounded up to a whole ms,
-// and its emission interval windowMs / limit (a fraction of a ms where the
-// window does not divide). A request of cost c fits while
-// max(TatMs, now) + c × EmissionIntervalMs − now ≤ windowMs: the burst
-// left is (windowMs − (TatMs − now)) / EmissionIntervalMs.
-type GCRAState struct {
-	TatMs              int64   `json:"tatMs"`
-	EmissionIntervalMs float64 `json:"emissionIntervalMs"`
-}
-
-// BucketState is a token bucket: Tokens (a fraction of a token counts) at
-// the snapshot's nowMs, refilling at limit per windowMs up to limit;
-// UpdatedMs is when the stored count was last written.
-type BucketState struct {
-	Tokens    float64 `json:"tokens"`
-	UpdatedMs int64   `json:"updatedMs"`
+// MarshalJSON writes {"limit", "windowMs", "count", "remaining"} and the
+// algorithm's member.
+func (r RuleState) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 160)
+	b = append(b, `{"limit":`...)
+	b = strconv.AppendInt(b, int64(r.Limit), 10)
+	b = append(b, `,"windowMs":`...)
+	b = strconv.AppendInt(b, r.WindowMs, 10)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, int64(r.Count), 10)
+	b = append(b, `,"remaining":`...)
+	b = strconv.AppendInt(b, int64(r.Remaining), 10)
+	if r.State != nil {
+		state, err := json.Marshal(r.State)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, `,"`...)
+		b = append(b, r.State.Algorithm()...) // a name of a-z, like every algorithm's
+		b = append(b, `":`...)
+		b = append(b, state...)
+	}
+	return append(b, '}'), nil
 }
 
 // NewWindowState turns the limiter's window into its JSON form.
@@ -158,40 +145,10 @@ func NewWindowState(w limiter.Window) WindowState {
 		out.Entries[i] = Entry{ID: e.ID, Ms: e.Ms}
 	}
 	for i, r := range w.Rules {
-		out.Rules[i] = newRuleState(r, w.NowMs)
+		out.Rules[i] = RuleState{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining, State: r.State}
 	}
 	return out
 }
-
-func newRuleState(r limiter.RuleState, nowMs int64) RuleState {
-	s := RuleState{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
-	switch {
-	case r.Fixed != nil:
-		s.Fixed = &FixedState{WindowStartMs: r.Fixed.WindowStartMs, Count: r.Fixed.Count}
-	case r.Counter != nil:
-		c := r.Counter
-		s.Counter = &CounterState{
-			WindowStartMs: c.WindowStartMs, PrevCount: c.Previous, CurrCount: c.Current,
-			Estimate: round3(c.Estimate),
-		}
-		if r.WindowMs > 0 {
-			s.Counter.Weight = round3(float64(r.WindowMs-(nowMs-c.WindowStartMs)) / float64(r.WindowMs))
-		}
-	case r.GCRA != nil:
-		s.GCRA = &GCRAState{
-			TatMs:              int64(math.Ceil(r.GCRA.TATMs)),
-			EmissionIntervalMs: round3(float64(r.WindowMs) / float64(r.Limit)),
-		}
-	case r.Bucket != nil:
-		// Rounded down, so a bucket shown holding 3 tokens lets 3 requests pass.
-		s.Bucket = &BucketState{Tokens: math.Floor(r.Bucket.Tokens*1000) / 1000, UpdatedMs: r.Bucket.LastRefillMs}
-	}
-	return s
-}
-
-// round3 keeps three decimals: enough for a fraction of a token or a ms,
-// and readable in JSON.
-func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
 
 type snapshotMsg struct {
 	Type string `json:"type"`

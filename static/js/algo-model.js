@@ -1,15 +1,14 @@
 // The state of a window kept by an algorithm other than the log:
-// per rule a few numbers from the last snapshot (fixed: a counter; counter:
-// two; gcra: a timestamp; bucket: tokens), moved on to any instant t exactly
-// as the algorithm's script would read them. Decisions between snapshots
+// per rule a few numbers from the last snapshot (a member named for the
+// algorithm), moved on to any instant t exactly as the algorithm's script
+// would read them — by the algorithm's own module (algorithms.js). Decisions between snapshots
 // say the binding rule's count at once; the snapshot that follows every
 // change brings the state itself.
 //
 // It answers the count readout the way WindowModel does (known, exact,
 // count, countIn), so one readout serves every algorithm.
 
-export const LOG = 'log';
-const EPS = 1e-9; // keeps floor() of a whole number computed in floats whole
+import { algorithm } from './algorithms.js';
 
 export class AlgoModel {
   constructor() {
@@ -17,18 +16,18 @@ export class AlgoModel {
   }
 
   clear() {
-    this.algorithm = LOG;
+    this.algorithm = '';
     this.known = false;
     this.exact = true; // countIn always answers
     this.snapRules = null;
-    this.rules = []; // [{limit, windowMs, count, fixed|counter|gcra|bucket}] of the last snapshot
+    this.rules = []; // [{limit, windowMs, count, <algorithm>: its state}] of the last snapshot
     this.snapNowMs = -Infinity;
     this.override = null; // {limit, count, at}: a decision newer than the snapshot
     this.version = 0;
   }
 
   setAlgorithm(name) {
-    this.algorithm = name || LOG;
+    this.algorithm = name || '';
   }
 
   snapshot(m) {
@@ -83,62 +82,21 @@ export class AlgoModel {
   }
 
   // at is rule r's state at t: {used, resetAt (null when it has full room)}
-  // and the algorithm's own numbers, moved on from the snapshot.
+  // and the algorithm's own numbers, moved on from the snapshot by the
+  // algorithm's module.
   at(r, t) {
-    t = Math.floor(t);
-    const W = r.windowMs;
-    const L = r.limit;
-    if (r.fixed) {
-      let start = r.fixed.windowStartMs;
-      let count = r.fixed.count;
-      if (t >= start + W) {
-        start = Math.floor(t / W) * W;
-        count = 0;
-      }
-      return { used: count, resetAt: count > 0 ? start + W : null, start: start, count: count };
-    }
-    if (r.counter) {
-      let start = r.counter.windowStartMs;
-      let prev = r.counter.prevCount;
-      let curr = r.counter.currCount;
-      if (t >= start + W) {
-        const next = Math.floor(t / W) * W;
-        prev = next === start + W ? curr : 0;
-        curr = 0;
-        start = next;
-      }
-      const left = W - (t - start);
-      const weight = left / W;
-      const resetAt = curr > 0 ? start + 2 * W : prev > 0 ? start + W : null;
-      return {
-        used: curr + Math.ceil(prev * left / W - EPS), resetAt: resetAt,
-        start: start, prev: prev, curr: curr, weight: weight, estimate: prev * weight + curr,
-      };
-    }
-    if (r.gcra) {
-      const tat = Math.max(r.gcra.tatMs, t);
-      const T = r.gcra.emissionIntervalMs > 0 ? r.gcra.emissionIntervalMs : W / L;
-      const remaining = Math.max(0, Math.floor((W - (tat - t)) * L / W + EPS));
-      return { used: L - remaining, resetAt: tat > t ? tat : null, tat: tat, interval: T, remaining: remaining };
-    }
-    if (r.bucket) {
-      const base = this.snapNowMs;
-      const tokens = Math.min(L, r.bucket.tokens + Math.max(0, t - base) * L / W);
-      const fullAt = base + (L - r.bucket.tokens) * W / L;
-      return { used: L - Math.floor(tokens + EPS), resetAt: tokens < L ? fullAt : null, tokens: tokens };
-    }
+    const a = algorithm(this.algorithm);
+    if (a && a.at && r[this.algorithm]) return a.at(r, Math.floor(t), this.snapNowMs);
     return { used: typeof r.count === 'number' ? r.count : 0, resetAt: null };
   }
 }
 
-// emptyRule is a rule's state on a fresh key at t: nothing counted, no TAT
-// ahead of now, a full bucket.
-function emptyRule(algorithm, limit, windowMs, t) {
+// emptyRule is a rule's state on a fresh key at t, as its algorithm's
+// module says: e.g. nothing counted, no TAT ahead of now, a full bucket.
+function emptyRule(name, limit, windowMs, t) {
   const r = { limit: limit, windowMs: windowMs, count: 0, remaining: limit };
-  const start = Math.floor(t / windowMs) * windowMs;
-  if (algorithm === 'fixed') r.fixed = { windowStartMs: start, count: 0 };
-  else if (algorithm === 'counter') r.counter = { windowStartMs: start, prevCount: 0, currCount: 0 };
-  else if (algorithm === 'gcra') r.gcra = { tatMs: t, emissionIntervalMs: windowMs / limit };
-  else if (algorithm === 'bucket') r.bucket = { tokens: limit, updatedMs: t };
+  const a = algorithm(name);
+  const state = a && a.empty ? a.empty(limit, windowMs, t) : null;
+  if (state) r[name] = state;
   return r;
 }

@@ -48,3 +48,9 @@ export function ruleLabel(r) {
 export function shortId(s) {
   return s.length > 8 ? s.slice(0, 8) : s;
 }
+
+// numberWord writes a small count in words: 5 → "five".
+export function numberWord(n) {
+  const words = ['no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'];
+  return n >= 0 && n < words.length ? words[n] : String(n);
+}

@@ -1,8 +1,11 @@
-// The lab's model: the requests a lab has seen, each decided by the
-// five algorithms, and what they add up to. No DOM here.
+// The lab's model: the requests a lab has seen, each decided by every
+// algorithm, and what they add up to. No DOM here. The first algorithm (the
+// log, exact) is the one the others are compared with; the words about each
+// come from its module (algorithms.js).
 
-export const LOG = 'log';
-export const FIXED = 'fixed';
+import { algorithm } from './algorithms.js';
+import { numberWord } from './format.js';
+
 export const MAX_MARKS = 1200; // requests kept per lab; older ones drop off the axis
 
 // maxInWindow is the most of the ascending times ms inside any sliding window
@@ -26,6 +29,7 @@ export function busiest(ms, windowMs) {
 export class LabModel {
   constructor(algorithms) {
     this.algorithms = algorithms;
+    this.reference = algorithms[0]; // exact: the others are compared with it
     this.clear();
   }
 
@@ -71,11 +75,11 @@ export class LabModel {
     return true;
   }
 
-  // differs reports whether alg decided req unlike the log.
+  // differs reports whether alg decided req unlike the reference (the log).
   differs(req, alg) {
     const a = req.results[alg];
-    const l = req.results[LOG];
-    return alg !== LOG && !!a && !!l && a.allowed !== l.allowed;
+    const l = req.results[this.reference];
+    return alg !== this.reference && !!a && !!l && a.allowed !== l.allowed;
   }
 
   // stats per algorithm: allowed, denied, max in any window, disagreements.
@@ -111,10 +115,14 @@ export class LabModel {
   }
 }
 
-const NAMES = { log: 'the log', fixed: 'fixed window', counter: 'the sliding counter', gcra: 'GCRA', bucket: 'the token bucket' };
+// phrase names an algorithm in a sentence: "the sliding counter".
+function phrase(name) {
+  const a = algorithm(name);
+  return (a && a.phrase) || name;
+}
 
 export function list(algs) {
-  const names = algs.map((a) => NAMES[a] || a);
+  const names = algs.map(phrase);
   if (names.length <= 1) return names.join('');
   return names.slice(0, -1).join(', ') + ' and ' + names[names.length - 1];
 }
@@ -131,22 +139,24 @@ export function summary(model, stats, traffic) {
   let s = n + ' request' + (n === 1 ? '' : 's') + ' under ' + rule + ': ';
   if (over.length) {
     over.sort((a, b) => stats[b].max - stats[a].max);
-    s += (NAMES[over[0]] || over[0]) + ' let up to ' + stats[over[0]].max + ' through within one ' + secs + ' s window';
-    if (over.length > 1) s += ' (' + over.slice(1).map((a) => (NAMES[a] || a) + ' ' + stats[a].max).join(', ') + ')';
-    if (over.includes(FIXED) && traffic === 'boundary') {
-      s += ' — the burst before the edge and the one after it count in different fixed windows';
-    } else if (over[0] === 'gcra' || over[0] === 'bucket') {
-      s += ' — GCRA and the bucket allow a burst of limit and keep refilling at limit per window, so one window can hold nearly twice the limit';
-    }
-    s += ', while the log never allowed more than ' + stats[LOG].max + '.';
+    s += phrase(over[0]) + ' let up to ' + stats[over[0]].max + ' through within one ' + secs + ' s window';
+    if (over.length > 1) s += ' (' + over.slice(1).map((a) => phrase(a) + ' ' + stats[a].max).join(', ') + ')';
+    // Why: a strong note of any algorithm over the limit (the fixed
+    // window's edge), else the busiest one's own.
+    const notes = over.map((a) => {
+      const m = algorithm(a);
+      return m && m.overNote ? m.overNote(traffic) : null;
+    });
+    const note = notes.find((n) => n && n.strong) || notes[0];
+    if (note) s += ' — ' + note.text;
+    s += ', while ' + phrase(model.reference) + ' never allowed more than ' + stats[model.reference].max + '.';
   } else if (differ.length) {
     s += 'no algorithm let more than ' + limit + ' through in any window, but ' + list(differ) +
       ' decided ' + differ.map((a) => stats[a].differs).reduce((x, y) => Math.max(x, y), 0) +
-      ' request(s) unlike the log (outlined): ' + (differ.some((a) => a === 'gcra' || a === 'bucket')
-        ? 'GCRA and the bucket earn room back gradually, one request per window ÷ limit, rather than when an old request leaves the window.'
-        : 'each approximates the window differently.');
+      ' request(s) unlike ' + phrase(model.reference) + ' (outlined): ' +
+      (differ.map((a) => algorithm(a) && algorithm(a).differNote).find(Boolean) || 'each approximates the window differently.');
   } else {
-    s += 'all five decided every request alike; none let more than ' + limit + ' through in any window.';
+    s += 'all ' + numberWord(model.algorithms.length) + ' decided every request alike; none let more than ' + limit + ' through in any window.';
   }
   return s;
 }

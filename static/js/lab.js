@@ -1,17 +1,23 @@
 // The lab page: sends the chosen traffic as real POSTs and draws
-// what /ws/lab reports — every request, from any tab, decided by all five
-// algorithms — in one lane per algorithm on a shared time axis.
+// what /ws/lab reports — every request, from any tab, decided by every
+// algorithm — in one lane per algorithm on a shared time axis. It shares the
+// main page's clock, status, stream and facts.
 
 import { MSG, dispatch } from './messages.js';
-import { Stream } from './stream.js';
-import { byId, byTestId } from './dom.js';
+import { Stream, wsURL } from './stream.js';
+import { Clock } from './clock.js';
+import { statusOf, renderStatus } from './status.js';
+import { byId, byTestId, Writer } from './dom.js';
+import { readFacts, keyPattern } from './facts.js';
+import { loadAlgorithms } from './algorithms.js';
 import { LabModel, summary } from './lab-model.js';
 import { onAnswer, reset, run } from './lab-traffic.js';
 
 const root = byTestId('lab');
-const algorithms = JSON.parse(root.dataset.algorithms || '[]');
+const facts = readFacts(root);
+const algorithms = facts.algorithms.map((a) => a.name);
 const model = new LabModel(algorithms);
-const NAME_RE = /^[A-Za-z0-9._:@/+=-]{1,64}$/;
+const NAME_RE = keyPattern(facts);
 const BOUNDARY_TRIES = 3;
 
 const form = byId('lab-form');
@@ -22,7 +28,8 @@ const trafficSelect = byTestId('lab-traffic');
 const runButton = byTestId('lab-run');
 
 let lab = root.dataset.lab;
-let offset = null; // limiter clock − performance.now(), from the latest tick
+const limiterClock = new Clock(); // from the ticks
+const writer = new Writer();
 let redisUp = true;
 let traffic = trafficSelect.value;
 let running = false;
@@ -31,7 +38,7 @@ let frame = 0;
 
 // clock estimates the limiter's clock (Redis TIME) now.
 function clock() {
-  return offset === null ? Date.now() : performance.now() + offset;
+  return limiterClock.known() ? limiterClock.now() : Date.now();
 }
 
 const stream = new Stream(onMessage, showStatus);
@@ -45,9 +52,7 @@ const handlers = {
     redisUp = m.redis === 'up';
     showStatus();
   },
-  [MSG.TICK]: (m) => {
-    offset = m.nowMs - performance.now();
-  },
+  [MSG.TICK]: (m) => limiterClock.sync(m.nowMs),
   [MSG.VIEWERS]: (m) => {
     byId('lab-viewers').textContent = String(m.count);
   },
@@ -66,16 +71,11 @@ function onMessage(m) {
 }
 
 function showStatus() {
-  const el = byId('lab-status');
-  let state = 'reconnecting';
-  if (stream.connected) state = redisUp ? 'live' : 'redis down';
-  el.textContent = state;
-  el.className = 'status status-' + state.replace(' ', '-');
+  renderStatus(byId('lab-status'), writer, statusOf(stream.connected, redisUp ? 'up' : 'down', 0));
 }
 
 function watch() {
-  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-  stream.open(proto + '//' + location.host + '/ws/lab?lab=' + encodeURIComponent(lab));
+  stream.open(wsURL('/ws/lab', { lab: lab }));
 }
 
 function schedule() {
@@ -169,7 +169,7 @@ function laneContent(alg, axis, s) {
 // clockKnown waits (up to 3 s) for a tick: the boundary is an edge on the
 // limiter's clock, not this browser's.
 async function clockKnown() {
-  for (let i = 0; offset === null && i < 60; i++) {
+  for (let i = 0; !limiterClock.known() && i < 60; i++) {
     progress('waiting for the limiter’s clock');
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -190,7 +190,7 @@ function readForm() {
   const name = nameInput.value.trim();
   const limit = Number(limitInput.value);
   const secs = Number(windowInput.value);
-  if (!NAME_RE.test(name)) return showError('lab: 1–64 of A–Z a–z 0–9 . _ : @ / + = -'), null;
+  if (!NAME_RE.test(name)) return showError('lab: ' + facts.keyHint), null;
   if (!Number.isInteger(limit) || limit < 1 || limit > 100) return showError('limit: a whole number from 1 to 100'), null;
   if (!Number.isInteger(secs) || secs < 1 || secs > 60) return showError('window: whole seconds from 1 to 60'), null;
   showError('');
@@ -252,3 +252,8 @@ if (initial) remember(initial);
 watch();
 drawn = -1;
 schedule();
+// The words of the summary come with each algorithm's module.
+loadAlgorithms(facts.algorithms).then(() => {
+  drawn = -1;
+  schedule();
+});

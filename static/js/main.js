@@ -11,9 +11,11 @@ import { MSG, dispatch, decisionOutcome, OUTCOME } from './messages.js';
 import { byTestId, byId, Writer } from './dom.js';
 import { ruleLabel } from './format.js';
 import { Clock } from './clock.js';
-import { Stream } from './stream.js';
+import { Stream, wsURL } from './stream.js';
 import { WindowModel } from './window-model.js';
-import { AlgoModel, LOG } from './algo-model.js';
+import { AlgoModel } from './algo-model.js';
+import { loadAlgorithms, algorithm } from './algorithms.js';
+import { readFacts, keyPattern, redisKey } from './facts.js';
 import { AlgoView } from './algo-view.js';
 import { Timeline } from './timeline.js';
 import { Ring } from './ring.js';
@@ -25,18 +27,24 @@ import { bindActions, clearActions } from './actions.js';
 import { statusOf, renderStatus } from './status.js';
 import { toastInto } from './toast.js';
 
-const KEY_RE = /^[A-Za-z0-9._:@/+=-]{1,128}$/;
 const HIDDEN_RENDER_MS = 1000;
 
-function init() {
+async function init() {
   const app = byId('app');
   if (!app) return;
+  const facts = readFacts(app);
+  const KEY_RE = keyPattern(facts);
+  // The default algorithm is the first the server lists.
+  const DEFAULT = facts.algorithms.length ? facts.algorithms[0].name : '';
+  await loadAlgorithms(facts.algorithms);
+  // entries reports whether an algorithm keeps one entry per request: the
+  // timeline draws entries then, and the algorithm's state otherwise.
+  const entries = (name) => !!(algorithm(name) && algorithm(name).entries);
   const state = {
-    key: app.dataset.key || 'demo',
-    policy: app.dataset.policy || 'demo',
+    key: app.dataset.key || facts.sandbox,
+    policy: app.dataset.policy || facts.sandbox,
     policies: parsePolicies(app.dataset.policies),
-    captions: parseCaptions(app.dataset.algorithms),
-    algorithm: LOG, // how the watched policy keeps its windows
+    algorithm: DEFAULT, // how the watched policy keeps its windows
     shadow: false,
     rules: [], // [{limit, windowMs, label}] of the watched policy
     redis: 'unknown',
@@ -94,7 +102,7 @@ function init() {
   };
   const race = new Race({
     naive: byTestId('race-naive'), atomic: byTestId('race-atomic'), result: byTestId('race-result'), hint: byId('race-hint'),
-  }, win);
+  }, win, facts.sandbox);
   const actions = {
     send: byTestId('send'),
     boundary: byTestId('boundary-test'),
@@ -128,13 +136,13 @@ function init() {
     [MSG.SNAPSHOT]: (m) => {
       if (!forThisWindow(m)) return;
       model.snapshot(m);
-      if (state.algorithm !== LOG) algo.snapshot(m);
+      if (!entries(state.algorithm)) algo.snapshot(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
     },
     [MSG.DECISION]: (m) => {
       if (!forThisWindow(m)) return;
       model.decision(m);
-      if (state.algorithm !== LOG) algo.decision(m);
+      if (!entries(state.algorithm)) algo.decision(m);
       log.decision(m);
       rate.decision(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
@@ -190,45 +198,42 @@ function init() {
   // setAlgorithm names the watched policy's algorithm on the page and picks
   // the timeline that draws it: entries for the log, the state otherwise.
   function setAlgorithm(name, shadow) {
-    const a = name || LOG;
+    const a = name || DEFAULT;
     if (a !== state.algorithm) {
       algo.clear();
       algoView.clear();
-      if (a !== LOG) timeline.clear();
+      if (!entries(a)) timeline.clear();
     }
     state.algorithm = a;
     state.shadow = shadow;
     algo.setAlgorithm(a);
     w.text(ui.algorithm, a + (shadow ? ' · shadow' : ''));
-    w.text(ui.algoCaption, state.captions[a] || '');
+    w.text(ui.algoCaption, algorithm(a) ? algorithm(a).caption || '' : '');
     w.attr(ui.windowCard, 'data-algorithm', a);
     w.attr(app, 'data-algorithm', a);
-    w.attr(ui.timeline, 'aria-label', a === LOG
+    w.attr(ui.timeline, 'aria-label', entries(a)
       ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
       : 'The ' + a + ' state of each rule, moving with the limiter clock');
-    w.text(ui.countLabel, a === LOG ? 'In window / limit' : 'Used / limit');
+    w.text(ui.countLabel, entries(a) ? 'In window / limit' : 'Used / limit');
     showKeys();
   }
 
   // showKeys names the watched window's Redis key: the log's sorted set or,
   // for the other algorithms, their hash beside it.
   function showKeys() {
-    let k = 'rate_limit:{' + state.key + '}:' + state.policy;
-    if (state.algorithm !== LOG) k += ':' + state.algorithm;
+    const k = redisKey(facts, state.key, state.policy, algorithm(state.algorithm) || { name: state.algorithm });
     for (const el of ui.zsetKeys) el.textContent = k;
-    w.text(ui.redisKeyLabel, state.algorithm === LOG ? 'Redis sorted set' : 'Redis hash, a field per rule');
+    w.text(ui.redisKeyLabel, entries(state.algorithm) ? 'Redis sorted set' : 'Redis hash, a field per rule');
   }
 
   function applyPolicy() {
     const pol = policyByName(state.policies, state.policy);
-    setAlgorithm(pol && pol.algorithm ? pol.algorithm : LOG, !!(pol && pol.shadow));
+    setAlgorithm(pol && pol.algorithm ? pol.algorithm : DEFAULT, !!(pol && pol.shadow));
     setRules(pol && Array.isArray(pol.rules) ? pol.rules : []);
   }
 
   function streamURL() {
-    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
-    return proto + '//' + location.host + '/ws?key=' + encodeURIComponent(state.key) +
-      '&policy=' + encodeURIComponent(state.policy);
+    return wsURL('/ws', { key: state.key, policy: state.policy });
   }
 
   function showKeyError(msg) {
@@ -242,7 +247,7 @@ function init() {
     const key = ui.key.value.trim();
     const policy = ui.policy.value;
     if (!KEY_RE.test(key)) {
-      showKeyError(key === '' ? 'Enter a key.' : 'A key is 1–128 characters of A–Z a–z 0–9 . _ : @ / + = -');
+      showKeyError(key === '' ? 'Enter a key.' : 'A key is ' + facts.keyHint.replace(' of ', ' characters of '));
       return;
     }
     showKeyError('');
@@ -296,7 +301,7 @@ function init() {
     w.text(ui.clock, String(Math.floor(t)));
     model.expire(t);
     const blocked = state.denial !== null && state.denial.retryAt > t;
-    if (state.algorithm === LOG) {
+    if (entries(state.algorithm)) {
       timeline.render(model, t);
       counter.render(t, model, state.rules, state.reported, blocked);
       ring.render(t, model.oldestMs, model.windowMs, state.denial);
@@ -321,7 +326,8 @@ function init() {
       ring.render(t, null, W, state.denial);
       return;
     }
-    ring.render(t, s.resetAt - W, W, state.denial, RESET_LABELS[state.algorithm] || 'until it resets');
+    const a = algorithm(state.algorithm);
+    ring.render(t, s.resetAt - W, W, state.denial, (a && a.resetLabel) || 'until it resets');
   }
 
   let raf = 0;
@@ -355,21 +361,6 @@ function init() {
   schedule();
 }
 
-const RESET_LABELS = {
-  fixed: 'until the window resets',
-  counter: 'until the estimate is 0',
-  gcra: 'until the burst is whole',
-  bucket: 'until the bucket is full',
-};
-
-function parseCaptions(raw) {
-  try {
-    const v = JSON.parse(raw || '{}');
-    return v !== null && typeof v === 'object' ? v : {};
-  } catch (e) {
-    return {};
-  }
-}
 
 function parsePolicies(raw) {
   try {

@@ -5,13 +5,13 @@
 import { api, problemText } from './api.js';
 import { toast } from './toast.js';
 
-export const SANDBOX_POLICY = 'demo';
-
 export class Race {
-  // ui: {naive, atomic, result, hint}; win() returns the watched {key, policy}.
-  constructor(ui, win) {
+  // ui: {naive, atomic, result, hint}; win() returns the watched {key,
+  // policy}; races run on the sandbox policy alone.
+  constructor(ui, win, sandbox) {
     this.ui = ui;
     this.win = win;
+    this.sandbox = sandbox;
     this.busy = false;
     this.pending = { naive: null, atomic: null };
     ui.naive.addEventListener('click', () => this.run('naive'));
@@ -20,7 +20,7 @@ export class Race {
 
   // availability enables the buttons on the sandbox policy only.
   availability() {
-    const onDemo = this.win().policy === SANDBOX_POLICY;
+    const onDemo = this.win().policy === this.sandbox;
     this.ui.naive.disabled = !onDemo || this.busy;
     this.ui.atomic.disabled = !onDemo || this.busy;
     this.ui.hint.hidden = onDemo;
@@ -41,7 +41,7 @@ export class Race {
 
   async run(mode) {
     const w = this.win();
-    if (w.policy !== SANDBOX_POLICY || this.busy) return;
+    if (w.policy !== this.sandbox || this.busy) return;
     this.busy = true;
     this.availability();
     const line = this.line(mode);

@@ -8,6 +8,12 @@ const BACKOFF_MIN_MS = 250;
 const BACKOFF_MAX_MS = 5000;
 const WATCHDOG_MIN_MS = 5000; // a socket silent this long (no tick) is treated as dead
 
+// wsURL is the WebSocket URL of path on this page's host, with params.
+export function wsURL(path, params) {
+  const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return proto + '//' + location.host + path + '?' + new URLSearchParams(params).toString();
+}
+
 export class Stream {
   // onMessage(m) runs for each message; onChange() when the socket opens or closes.
   constructor(onMessage, onChange) {

@@ -1,4 +1,9 @@
-package limiter
+// Package naive is the WRONG way to build a rate limiter, kept for the race
+// demo only: it checks and then acts in separate round trips, so concurrent
+// requests all read the same count before any of them records itself, and
+// far more than the limit get through. It never decides a real check; the
+// limiter's single Lua script exists because of it.
+package naive
 
 import (
 	"context"
@@ -8,14 +13,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/internal/redisdata"
+	"github.com/ratescope/ratescope/limiter"
 )
 
-// Naive is the WRONG way to build this limiter, kept for the race demo only:
-// it checks and then acts in separate round trips (ZREMRANGEBYSCORE, ZCARD,
-// then ZADD), so concurrent requests all read the same count before any of
-// them records itself, and far more than the limit get through. It never
-// decides a real check; Limiter's single Lua script exists because of it.
-type Naive struct {
+// Limiter checks (ZREMRANGEBYSCORE, ZCARD) and then acts (ZADD) on the same
+// sorted set as the limiter's log.
+type Limiter struct {
 	rdb naiveRediser
 }
 
@@ -27,11 +32,11 @@ type naiveRediser interface {
 	PExpire(ctx context.Context, key string, expiration time.Duration) *redis.BoolCmd
 }
 
-// NewNaive returns the demo's naive limiter over rdb.
-func NewNaive(rdb redis.UniversalClient) *Naive { return &Naive{rdb: rdb} }
+// New returns the demo's naive limiter over rdb.
+func New(rdb redis.UniversalClient) *Limiter { return &Limiter{rdb: rdb} }
 
-// NaiveOptions shape one naive check.
-type NaiveOptions struct {
+// Options shape one naive check.
+type Options struct {
 	// Think is the application's own latency between its check and its act:
 	// the time-of-check/time-of-use window.
 	Think time.Duration
@@ -43,8 +48,8 @@ type NaiveOptions struct {
 
 // Allow checks the policy's tightest rule (the smallest limit; the naive
 // model knows one rule) and then, if there was room, records the request.
-func (n *Naive) Allow(ctx context.Context, key string, p Policy, o NaiveOptions) (bool, error) {
-	if err := ValidateKey(key); err != nil {
+func (n *Limiter) Allow(ctx context.Context, key string, p limiter.Policy, o Options) (bool, error) {
+	if err := limiter.ValidateKey(key); err != nil {
 		return false, err
 	}
 	rule := p.Rules[0]
@@ -53,7 +58,7 @@ func (n *Naive) Allow(ctx context.Context, key string, p Policy, o NaiveOptions)
 			rule = r
 		}
 	}
-	k := RedisKey(key, p.Name)
+	k := redisdata.LogKey(key, p.Name)
 	read := func() (int64, int64, error) { // check: three round trips
 		now, err := n.rdb.Time(ctx).Result()
 		if err != nil {
