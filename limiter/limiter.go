@@ -66,9 +66,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	return l
 }
 
-// ErrInvalidCost is returned for a cost below 1 or above the policy's smallest
-// limit (such a request could never pass).
-var ErrInvalidCost = errors.New("cost must be from 1 to the policy's smallest limit")
+// ErrInvalidCost is returned for a cost below 1 or above the policy's
+// MaxCost: its smallest limit (a larger cost could never pass) and, for the
+// log, 1,000.
+var ErrInvalidCost = errors.New("cost must be from 1 to the policy's smallest limit, and at most 1000 for log")
 
 // Decision is the outcome of one Allow call.
 //
