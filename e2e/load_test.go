@@ -1,6 +1,6 @@
 package e2e_test
 
-// Helpers of the busy-window tests: a policy with room for 100,000 entries,
+// Helpers of the busy-window tests: a policy with room for 30,000 entries,
 // entries written straight into its sorted set, a paced load of checks, and
 // readings of the page's clock, DOM and heap.
 
@@ -21,11 +21,16 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ratescope/ratescope/limiter"
 )
 
 const (
 	busyPolicy = "busy"
-	busyLimit  = 100_000 // the largest limit a log policy may have
+	// busyLimit leaves a window seeded with more than 20,000 entries little
+	// room, so a load of checks costing at most 1,000 each (the log's bound)
+	// is both allowed and denied.
+	busyLimit = 30_000
 )
 
 // busyArgs defines the busy policy.
@@ -71,12 +76,12 @@ type loadStats struct {
 }
 
 // load sends rate checks a second on the busy window until stop is closed:
-// two of every three cost 1 (allowed: the window has room), the third costs
-// a little more than the room left (denied). Only a little: a denial's
-// retry time reads the k-th oldest entry, k = count + cost − limit, and a
-// large k would make each denial walk tens of thousands of entries in Redis
-// and slow the whole run down as the window fills. It counts the answers in
-// st as they come and returns st when every check has been answered.
+// two of every three cost 1 (allowed while the window has room), the third
+// costs a little more than the room left (denied), and at most 1,000, the
+// most one log check may cost (while the room is larger, it is allowed and
+// fills the window). Only a little more: a denial's retry time reads the
+// k-th oldest entry, k = count + cost − limit. It counts the answers in st as
+// they come and returns st when every check has been answered.
 func (e *env) load(t *testing.T, rate int, stop <-chan struct{}, st *loadStats) *loadStats {
 	t.Helper()
 	client := &http.Client{
@@ -103,7 +108,7 @@ func (e *env) load(t *testing.T, rate int, stop <-chan struct{}, st *loadStats) 
 				cost := int64(1)
 				if i%3 == 2 {
 					// Room grows as entries slide out: some slack keeps it a denial.
-					cost = min(busyLimit, remaining.Load()+500)
+					cost = min(limiter.MaxLogCost, remaining.Load()+500)
 				}
 				body, _ := json.Marshal(map[string]any{"key": e.key, "policy": busyPolicy, "cost": cost})
 				st.sent.Add(1)

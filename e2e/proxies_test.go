@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -31,6 +34,16 @@ func (b *countingBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.hits[r.URL.Path]++
 	b.mu.Unlock()
 	io.WriteString(w, "backend")
+}
+
+func (b *countingBackend) total() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.hits {
+		n += c
+	}
+	return n
 }
 
 func (b *countingBackend) count(path string) int {
@@ -163,4 +176,164 @@ routes:
 			}
 		})
 	}
+}
+
+// raw sends one request whose target is exactly target, as a client that does
+// not clean paths (curl --path-as-is) sends it, with the given Host.
+func raw(t *testing.T, proxyURL, method, target, host string) proxied {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(proxyURL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", method, target, host)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s (Host %s): %v", method, target, host, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return proxied{resp.StatusCode, resp.Header, string(b)}
+}
+
+// proxies are the real proxies the tests drive, with the configs of
+// docs/proxies.md, and the denyStatus their routes need.
+var proxies = []struct {
+	name       string
+	start      func(testing.TB, string, string) *proxytest.Proxy
+	denyStatus int
+}{
+	{"caddy", proxytest.Caddy, 429},
+	{"nginx", proxytest.Nginx, 403},
+}
+
+// TestProxiesCanonicalSpellings: behind real Caddy and nginx, once POST
+// /login on api.example.com has used its limit, every spelling of that path
+// and host is denied with the route's answer and never reaches the backend;
+// a malformed escape is 400 and never reaches it either.
+func TestProxiesCanonicalSpellings(t *testing.T) {
+	proxytest.Need(t, "caddy")
+	proxytest.Need(t, "nginx")
+	for _, px := range proxies {
+		t.Run(px.name, func(t *testing.T) {
+			const limit = 2
+			policy := "login-" + uuid.NewString()[:8]
+			file := filepath.Join(t.TempDir(), "ratescope.yaml")
+			conf := fmt.Sprintf(`
+trustedProxies: ["127.0.0.1/32"]
+policies:
+  - {name: %s, rules: ["%d/1m"]}
+routes:
+  - match: {host: api.example.com, methods: [POST], pathPrefix: /login}
+    policy: %[1]s
+    denyStatus: %[3]d
+  - match: {pathPrefix: /api/}
+    policy: %[1]s
+    key: header:X-Api-Key
+    denyStatus: %[3]d
+`, policy, limit, px.denyStatus)
+			if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			app := apptest.Start(t, map[string]string{"REDIS_URL": redistest.URL(t), "RATESCOPE_CHECK_TIMEOUT": "3s"}, "--config", file)
+			be := &countingBackend{hits: map[string]int{}}
+			backend := httptest.NewServer(be)
+			defer backend.Close()
+			proxy := px.start(t, app.Addr, strings.TrimPrefix(backend.URL, "http://"))
+			defer func() {
+				if t.Failed() {
+					t.Logf("proxy log:\n%s\nserver log:\n%s", proxy.Logs(), app.Logs())
+				}
+			}()
+			for i := range limit {
+				if r := raw(t, proxy.URL, "POST", "/login", "api.example.com"); r.status != 200 || r.body != "backend" {
+					t.Fatalf("login %d: %d %s", i+1, r.status, r.body)
+				}
+			}
+			total := be.total()
+			for _, target := range []string{
+				"/login", "/%6Cogin", "/%6cogin", "//login", "/./login", "/x/../login", "/login;x", "/x/..;/login",
+				"/x/%2e%2e/login", "/x/%2E%2E/login", "/%2Flogin", "/x%2F..%2Flogin", "/login?next=/home",
+			} {
+				for _, host := range []string{"api.example.com", "API.Example.COM", "api.example.com.", "api.example.com:8443"} {
+					r := raw(t, proxy.URL, "POST", target, host)
+					if r.status != 429 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "quota-exceeded") {
+						t.Errorf("POST %s (Host %s): %d %v %s, want the route's 429", target, host, r.status, r.header, r.body)
+					}
+				}
+			}
+			if r := raw(t, proxy.URL, "POST", "/%zzlogin", "api.example.com"); r.status != 400 {
+				t.Errorf("malformed escape: %d %s, want 400", r.status, r.body)
+			}
+			// A key source the request lacks is the client's mistake: 400
+			// through either proxy (nginx's auth_request would make it 500).
+			if r := raw(t, proxy.URL, "GET", "/api/x", "api.example.com"); r.status != 400 {
+				t.Errorf("no X-Api-Key: %d %v %s, want 400", r.status, r.header, r.body)
+			}
+			// Another path is not the route's: it passes.
+			if r := raw(t, proxy.URL, "POST", "/logout", "api.example.com"); r.status != 200 || r.body != "backend" {
+				t.Errorf("/logout: %d %s", r.status, r.body)
+			}
+			if n := be.total() - total; n != 1 {
+				t.Errorf("the backend answered %d requests after the limit, want only /logout's", n)
+			}
+		})
+	}
+}
+
+// TestProxiesWhenRatescopeFails: with ratescope answering 503 (its Redis is
+// gone, fail-closed) or not reachable at all, each proxy answers 503 of its
+// own — nginx not its HTML 500 page — and the backend sees nothing.
+func TestProxiesWhenRatescopeFails(t *testing.T) {
+	proxytest.Need(t, "caddy")
+	proxytest.Need(t, "nginx")
+	rdb := redistest.Start(t)
+	app := apptest.Start(t, map[string]string{"REDIS_URL": rdb.URL, "RATESCOPE_CHECK_TIMEOUT": "200ms"}, "--config", writeFile(t, `
+routes:
+  - match: {pathPrefix: /}
+    policy: default
+`))
+	rdb.Stop()
+	down := closedAddr(t)
+	be := &countingBackend{hits: map[string]int{}}
+	backend := httptest.NewServer(be)
+	defer backend.Close()
+	for _, px := range proxies {
+		for _, tc := range []struct{ name, auth string }{{"ratescope answers 503", app.Addr}, {"ratescope unreachable", down}} {
+			t.Run(px.name+"/"+tc.name, func(t *testing.T) {
+				proxy := px.start(t, tc.auth, strings.TrimPrefix(backend.URL, "http://"))
+				r := raw(t, proxy.URL, "GET", "/x", "api.example.com")
+				if r.status != 503 || r.header.Get("Retry-After") != "1" || r.header.Get("Content-Type") != "application/problem+json" ||
+					strings.Contains(strings.ToLower(r.body), "<html") {
+					t.Errorf("%d %v %q, want 503 with Retry-After: 1 and no HTML page\nproxy log:\n%s", r.status, r.header, r.body, proxy.Logs())
+				}
+			})
+		}
+	}
+	if n := be.total(); n != 0 {
+		t.Errorf("the backend answered %d requests while ratescope could not decide", n)
+	}
+}
+
+// closedAddr is a local address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "ratescope.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -29,7 +29,7 @@ func (l *Limiter) AllowEach(ctx context.Context, key string, ps []Policy, cost i
 	calls := make([]prepared, len(ps))
 	seen := make(map[string]bool, len(ps))
 	for i, p := range ps {
-		if cost < 1 || cost > p.SmallestLimit() {
+		if !p.CostFits(cost) {
 			return nil, ErrInvalidCost
 		}
 		calls[i] = algorithmOf(p).prepare(key, p, cost, false)

@@ -66,9 +66,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Limiter {
 	return l
 }
 
-// ErrInvalidCost is returned for a cost below 1 or above the policy's smallest
-// limit (such a request could never pass).
-var ErrInvalidCost = errors.New("cost must be from 1 to the policy's smallest limit")
+// ErrInvalidCost is returned for a cost below 1 or above the policy's
+// MaxCost: its smallest limit (a larger cost could never pass) and, for the
+// log, 1,000.
+var ErrInvalidCost = errors.New("cost must be from 1 to the policy's smallest limit, and at most 1000 for log")
 
 // Decision is the outcome of one Allow call.
 //
@@ -286,25 +287,4 @@ type Window struct {
 	NowMs    int64
 	// Rules holds each rule's state, in the policy's order.
 	Rules []RuleState
-}
-
-// Window returns a snapshot of key's state under p on Redis's clock.
-func (l *Limiter) Window(ctx context.Context, key string, p Policy) (Window, error) {
-	if err := ValidateKey(key); err != nil {
-		return Window{}, err
-	}
-	w, err := algorithmOf(p).window(ctx, l, key, p)
-	if err != nil {
-		return Window{}, err
-	}
-	longest := 0
-	for i, r := range w.Rules {
-		if r.WindowMs > w.Rules[longest].WindowMs {
-			longest = i
-		}
-	}
-	lr := w.Rules[longest]
-	w.Count, w.Limit, w.WindowMs = lr.Count, lr.Limit, lr.WindowMs
-	w.Truncated = w.Count > len(w.Entries) && p.AlgorithmName() == Log
-	return w, nil
 }

@@ -389,6 +389,18 @@ func TestCost(t *testing.T) {
 				t.Fatalf("cost %d: err = %v, want ErrInvalidCost", cost, err)
 			}
 		}
+		// One log check adds at most 1,000 entries, whatever the limit.
+		big := mustPolicy(t, "big=100000/10s")
+		key := uniqueKey(t)
+		if _, err := lim.Allow(ctx, key, big, 1001); err != limiter.ErrInvalidCost {
+			t.Fatalf("cost 1001 on a log: err = %v, want ErrInvalidCost", err)
+		}
+		if _, err := lim.AllowEach(ctx, key, []limiter.Policy{big}, 1001); err != limiter.ErrInvalidCost {
+			t.Fatalf("AllowEach, cost 1001 on a log: err = %v, want ErrInvalidCost", err)
+		}
+		if d, err := lim.Allow(ctx, key, big, 1000); err != nil || !d.Allowed || len(members(t, c, key, big)) != 1000 {
+			t.Fatalf("cost 1000 on a log: %+v %v", d, err)
+		}
 	})
 }
 

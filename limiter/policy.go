@@ -19,6 +19,9 @@ const (
 	MinWindow   = time.Second
 	MaxWindow   = 7 * 24 * time.Hour
 	MaxKeyLen   = 128
+	// MaxLogCost bounds the cost of one log check: it adds one entry per
+	// unit of cost in one script, so no caller can hold Redis for long.
+	MaxLogCost = 1000
 )
 
 // The policies that exist unless a configuration redefines them
@@ -68,15 +71,8 @@ type Policy struct {
 // envoyproxy/ratelimit's hits are counted in whole numbers Lua keeps exact.
 const MaxCountedCost = 1<<32 - 1
 
-// CostFits reports whether cost is one p takes: 1 to its smallest limit (a
-// larger cost could never pass), or under CountDenied any cost up to
-// MaxCountedCost (a larger one is counted and denied).
-func (p Policy) CostFits(cost int) bool {
-	if p.CountDenied && algorithmOf(p).countsDenied() {
-		return cost >= 1 && cost <= MaxCountedCost
-	}
-	return cost >= 1 && cost <= p.SmallestLimit()
-}
+// CostFits reports whether cost is one p takes: 1 to MaxCost.
+func (p Policy) CostFits(cost int) bool { return cost >= 1 && cost <= p.MaxCost() }
 
 // AlgorithmName is p.Algorithm with the default filled in: Log.
 func (p Policy) AlgorithmName() Algorithm {
@@ -96,7 +92,21 @@ func (p Policy) Longest() time.Duration {
 	return w
 }
 
-// SmallestLimit bounds the cost of one request: a larger cost could never pass.
+// MaxCost is the largest cost one request may have: the smallest limit (a
+// larger cost could never pass) and, for the log, which adds an entry per
+// unit of cost, at most MaxLogCost. Under CountDenied (Fixed) any cost up to
+// MaxCountedCost is taken: a larger one than the limit is counted and denied.
+func (p Policy) MaxCost() int {
+	switch {
+	case p.CountDenied && algorithmOf(p).countsDenied():
+		return MaxCountedCost
+	case p.AlgorithmName() == Log:
+		return min(p.SmallestLimit(), MaxLogCost)
+	}
+	return p.SmallestLimit()
+}
+
+// SmallestLimit is the smallest limit of the policy's rules.
 func (p Policy) SmallestLimit() int {
 	m := MaxLimit
 	for _, r := range p.Rules {

@@ -19,11 +19,32 @@ func TestParsePolicy(t *testing.T) {
 		p.Rules[1] != (limiter.Rule{Limit: 20, Window: time.Hour}) {
 		t.Fatalf("got %+v (rules sorted by window)", p)
 	}
-	if p.Longest() != time.Hour || p.SmallestLimit() != 5 {
-		t.Fatalf("longest %v smallest %d", p.Longest(), p.SmallestLimit())
+	if p.Longest() != time.Hour || p.SmallestLimit() != 5 || p.MaxCost() != 5 {
+		t.Fatalf("longest %v smallest %d max cost %d", p.Longest(), p.SmallestLimit(), p.MaxCost())
 	}
 	if back, err := limiter.ParsePolicy(p.String()); err != nil || back.String() != p.String() {
 		t.Fatalf("round trip %q: %v", p.String(), err)
+	}
+}
+
+// TestMaxCost: a cost is at most the smallest limit and, for the log, which
+// adds an entry per unit, at most 1,000.
+func TestMaxCost(t *testing.T) {
+	for s, want := range map[string]int{
+		"big=100000/10s":               1000,
+		"big=100000/10s@log":           1000,
+		"mid=1000/10s,5000/1m":         1000,
+		"small=999/10s,100000/1h":      999,
+		"big=100000/10s@gcra":          100000,
+		"big=10000000/10s,50/1s@fixed": 50,
+	} {
+		p, err := limiter.ParsePolicy(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.MaxCost(); got != want {
+			t.Errorf("%s: MaxCost %d, want %d", s, got, want)
+		}
 	}
 }
 

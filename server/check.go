@@ -30,7 +30,7 @@ func handleCheck(store *configStore, checker *httplimit.Checker, auth authorizer
 		pol := p.policy(set)
 		cost := 1
 		if !p.failed("policy") {
-			cost = p.integer("cost", 1, 1, pol.SmallestLimit())
+			cost = p.integer("cost", 1, 1, pol.MaxCost())
 		}
 		if err := p.problem(); err != nil {
 			return err

@@ -190,6 +190,8 @@ func TestConfigFileErrors(t *testing.T) {
 		{"bad key source", "routes:\n  - policy: demo\n    key: ip+cookie:x\n", nil, "routes[0].key (line 3)"},
 		{"bad header name", "routes:\n  - policy: demo\n    key: \"header:X Y\"\n", nil, "routes[0].key"},
 		{"cost above the limit", "routes:\n  - policy: demo\n    cost: 6\n", nil, "routes[0].cost (line 3)"},
+		{"log cost above 1000", "policies:\n  - {name: big, rules: [100000/10s]}\nroutes:\n  - policy: big\n    cost: 1001\n", nil, "routes[0].cost (line 5): 1001: must be from 1 to 1000"},
+		{"bad path prefix escape", "routes:\n  - policy: demo\n    match: {pathPrefix: /a%zz}\n", nil, "routes[0].match.pathPrefix"},
 		{"bad deny status", "routes:\n  - policy: demo\n  - policy: demo\n    denyStatus: 200\n", nil, "routes[1].denyStatus (line 4)"},
 		{"bad missingKey", "routes:\n  - policy: demo\n    missingKey: sometimes\n", nil, "routes[0].missingKey"},
 		{"bad path prefix", "routes:\n  - policy: demo\n    match: {pathPrefix: login}\n", nil, "routes[0].match.pathPrefix"},

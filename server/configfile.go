@@ -35,6 +35,7 @@ type fileRoute struct {
 		Methods    []string `yaml:"methods"`
 		PathPrefix string   `yaml:"pathPrefix"`
 	} `yaml:"match"`
+	IgnoreCase bool   `yaml:"ignoreCase"`
 	Policy     string `yaml:"policy"`
 	Key        string `yaml:"key"`
 	Cost       *int   `yaml:"cost"`

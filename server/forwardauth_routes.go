@@ -2,17 +2,20 @@ package server
 
 import (
 	"fmt"
-	"net"
 	"net/http"
+	"slices"
 	"strings"
+
+	"github.com/ratescope/ratescope/limiter"
 )
 
 // route is one forward-auth route of the config file: which original
 // requests it matches and how it limits them.
 type route struct {
-	host       string   // lower case; empty: any
+	host       string   // canonical (canonicalHost); empty: any
 	methods    []string // upper case; empty: any
-	pathPrefix string   // empty: any
+	pathPrefix string   // canonical (canonicalPath), lower case with ignoreCase; empty: any
+	ignoreCase bool     // the path prefix matches in any letter case
 	policy     *policyEntry
 	key        []keySource
 	cost       int
@@ -38,47 +41,30 @@ func (r route) String() string {
 	for i, k := range r.key {
 		keys[i] = k.String()
 	}
-	return fmt.Sprintf("host=%s methods=%s prefix=%s policy=%s key=%s cost=%d deny=%d missingOK=%t",
-		r.host, strings.Join(r.methods, ","), r.pathPrefix, r.policy.Name, strings.Join(keys, "+"), r.cost, r.denyStatus, r.missingOK)
+	return fmt.Sprintf("host=%s methods=%s prefix=%s ignoreCase=%t policy=%s key=%s cost=%d deny=%d missingOK=%t",
+		r.host, strings.Join(r.methods, ","), r.pathPrefix, r.ignoreCase, r.policy.Name, strings.Join(keys, "+"), r.cost, r.denyStatus, r.missingOK)
 }
 
-// matches reports whether the original request fits the route.
-func (r *route) matches(method, host, path string) bool {
-	if r.host != "" && !hostEqual(r.host, host) {
+// matches reports whether the original request, in canonical form, fits the
+// route.
+func (r *route) matches(o original) bool {
+	if r.host != "" && r.host != o.host {
 		return false
 	}
-	if len(r.methods) > 0 && !containsFold(r.methods, method) {
+	if len(r.methods) > 0 && !slices.Contains(r.methods, o.method) {
 		return false
 	}
-	return strings.HasPrefix(path, r.pathPrefix)
-}
-
-// hostEqual compares host names case-insensitively; a pattern without a port
-// matches the host on any port.
-func hostEqual(pattern, host string) bool {
-	if strings.EqualFold(pattern, host) {
-		return true
+	if r.ignoreCase {
+		return strings.HasPrefix(strings.ToLower(o.path), r.pathPrefix)
 	}
-	if h, _, err := net.SplitHostPort(host); err == nil && !strings.Contains(pattern, ":") {
-		return strings.EqualFold(pattern, h)
-	}
-	return false
-}
-
-func containsFold(list []string, s string) bool {
-	for _, v := range list {
-		if strings.EqualFold(v, s) {
-			return true
-		}
-	}
-	return false
+	return strings.HasPrefix(o.path, r.pathPrefix)
 }
 
 // buildRoute validates one file route against the settings' policies.
 func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route, error) {
 	r := route{
-		host:       strings.ToLower(strings.TrimSpace(fr.Match.Host)),
-		pathPrefix: fr.Match.PathPrefix,
+		host:       canonicalHost(fr.Match.Host),
+		ignoreCase: fr.IgnoreCase,
 		cost:       1,
 		denyStatus: http.StatusTooManyRequests,
 	}
@@ -88,8 +74,20 @@ func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route
 		}
 		r.methods = append(r.methods, strings.ToUpper(m))
 	}
-	if r.pathPrefix != "" && !strings.HasPrefix(r.pathPrefix, "/") {
-		return route{}, file.fieldErr(path+".match.pathPrefix", "%q must start with /", r.pathPrefix)
+	if pp := fr.Match.PathPrefix; pp != "" {
+		if !strings.HasPrefix(pp, "/") {
+			return route{}, file.fieldErr(path+".match.pathPrefix", "%q must start with /", pp)
+		}
+		// Requests are matched in canonical form, so the prefix is put in it
+		// too: "/api//v1/" and "/api/%761/" both mean "/api/v1/".
+		c, err := canonicalPath(pp)
+		if err != nil || strings.ContainsAny(pp, "?#") {
+			return route{}, file.fieldErr(path+".match.pathPrefix", "%q: want a path without query or malformed escapes", pp)
+		}
+		r.pathPrefix = c
+		if r.ignoreCase {
+			r.pathPrefix = strings.ToLower(c)
+		}
 	}
 	if fr.Policy == "" {
 		return route{}, file.fieldErr(path+".policy", "is required")
@@ -112,8 +110,8 @@ func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route
 	}
 	if fr.Cost != nil {
 		r.cost = *fr.Cost
-		if r.cost < 1 || r.cost > p.SmallestLimit() {
-			return route{}, file.fieldErr(path+".cost", "%d: must be from 1 to %d, the smallest limit of policy %q", r.cost, p.SmallestLimit(), p.Name)
+		if r.cost < 1 || r.cost > p.MaxCost() {
+			return route{}, file.fieldErr(path+".cost", "%d: must be from 1 to %d for policy %q (its smallest limit, and at most %d for log)", r.cost, p.MaxCost(), p.Name, limiter.MaxLogCost)
 		}
 	}
 	if fr.DenyStatus != 0 {

@@ -1,12 +1,15 @@
 package server_test
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +174,42 @@ func TestForwardAuthRoutes(t *testing.T) {
 	}
 }
 
+// TestForwardAuthKeysInjective: with header:X-A+header:X-B, the values
+// (alice+x, y) and (alice, x+y) are two windows, as are (a:b) and (a, b) of
+// routes sharing a policy.
+func TestForwardAuthKeysInjective(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+policies:
+  - {name: pair, rules: ["1/1m"]}
+routes:
+  - match: {pathPrefix: /two}
+    policy: pair
+    key: header:X-A+header:X-B
+  - match: {pathPrefix: /one}
+    policy: pair
+    key: header:X-A
+`))
+	two := func(a, b string) response {
+		t.Helper()
+		return fa(t, app, "/forward-auth/two", "X-A", a, "X-B", b)
+	}
+	if r := two("alice+x", "y"); r.status != 200 {
+		t.Fatalf("(alice+x, y): %d %s", r.status, r.raw)
+	}
+	if r := two("alice", "x+y"); r.status != 200 {
+		t.Fatalf("(alice, x+y) shares the window of (alice+x, y): %d %s", r.status, r.raw)
+	}
+	if r := two("alice", "x+y"); r.status != 429 || r.body["key"] != "alice+sha256:cb4c3af716b8b9310afb0276c0c84d2c" {
+		t.Fatalf("(alice, x+y) again: %d %s", r.status, r.raw)
+	}
+	if r := two("a", "b"); r.status != 200 {
+		t.Fatalf("(a, b): %d %s", r.status, r.raw)
+	}
+	if r := fa(t, app, "/forward-auth/one", "X-A", "a+b"); r.status != 200 {
+		t.Fatalf("(a+b) on the one-header route shares the window of (a, b): %d %s", r.status, r.raw)
+	}
+}
+
 // TestForwardAuthBehindTrustedProxies: only trusted peers may ask; the
 // client is the rightmost untrusted X-Forwarded-For hop; unmatched requests
 // may be denied; decisions stream to viewers like any check.
@@ -208,7 +247,8 @@ routes:
 	if r := xff("2001:db8:1:2::99, 127.0.0.9"); r.status != 200 {
 		t.Fatalf("IPv6 client: %d %s", r.status, r.raw)
 	}
-	if r := xff("[2001:db8:1:2:ffff::1]:5555"); r.status != 429 || r.body["key"] != "2001:db8:1:2::/64" {
+	// The /64 in CIDR form holds ":", outside the joined key's alphabet: hashed.
+	if r := xff("[2001:db8:1:2:ffff::1]:5555"); r.status != 429 || r.body["key"] != "sha256:7437dddbc0275bcfe536fa291fb82060" {
 		t.Fatalf("IPv6 client of the same /64: %d %s", r.status, r.raw)
 	}
 	if r := fa(t, app, "/forward-auth/elsewhere"); r.status != 403 || r.header.Get("Content-Type") != "application/problem+json" {
@@ -223,4 +263,136 @@ routes:
 	if r := fa(t, strict, "/forward-auth", "X-Forwarded-For", "10.0.0.1"); r.status != 403 || r.header.Get("RateLimit") != "" {
 		t.Fatalf("an untrusted peer asked: %d %s", r.status, r.raw)
 	}
+}
+
+// attackerSpellings are paths that a backend serves as /login (or would
+// after decoding, resolving dot segments, merging slashes or dropping
+// ;params) but that a raw prefix match does not see as /login.
+var attackerSpellings = []string{
+	"/%6Cogin", "/%6cogin", "//login", "/./login", "/x/../login", "/login;x", "/x/..;/login",
+	"/x/%2e%2e/login", "/x/%2E%2E/login", "/%2Flogin", "/x%2F..%2Flogin", "/login?next=/home",
+}
+
+// TestForwardAuthCanonicalSpellings: every spelling of a path is limited
+// with its route, in both forms (X-Forwarded-* and the /forward-auth/<path>
+// prefix), with the host in any case, with a port or a trailing dot; the path
+// matches case-sensitively unless the route says ignoreCase; a malformed
+// escape is 400 naming where the path came from.
+func TestForwardAuthCanonicalSpellings(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+policies:
+  - {name: login, rules: ["1/1m"]}
+  - {name: admin, rules: ["1/1m"]}
+  - {name: bypath, rules: ["1/1m"]}
+routes:
+  - match: {host: API.Example.com., methods: [post], pathPrefix: /login}
+    policy: login
+  - match: {pathPrefix: /admin/}
+    ignoreCase: true
+    policy: admin
+  - match: {pathPrefix: /pk/}
+    policy: bypath
+    key: path
+`))
+	viaHeaders := func(method, host, uri string) response {
+		t.Helper()
+		return fa(t, app, "/forward-auth", "X-Forwarded-Method", method, "X-Forwarded-Host", host, "X-Forwarded-Uri", uri)
+	}
+	viaPrefix := func(method, host, uri string) response {
+		t.Helper()
+		return askRaw(t, method, app.URL, "/forward-auth"+uri, host)
+	}
+	if r := viaHeaders("POST", "api.example.com", "/login"); r.status != 200 || r.header.Get("RateLimit") == "" {
+		t.Fatalf("first login: %d %v %s", r.status, r.header, r.raw)
+	}
+	for _, uri := range attackerSpellings {
+		for _, host := range []string{"api.example.com", "API.EXAMPLE.COM", "api.example.com.", "api.example.com:8443", "Api.Example.Com.:443"} {
+			for _, method := range []string{"POST", "post"} {
+				if r := viaHeaders(method, host, uri); r.status != 429 || r.body["policy"] != "login" {
+					t.Errorf("headers %s %s %s slipped past the login route: %d %s", method, host, uri, r.status, r.raw)
+				}
+			}
+			if r := viaPrefix("POST", host, uri); r.status != 429 || r.body["policy"] != "login" {
+				t.Errorf("prefix POST %s %s slipped past the login route: %d %s", host, uri, r.status, r.raw)
+			}
+		}
+	}
+	// Paths compare case-sensitively by default; other paths and methods are
+	// not the route's.
+	for _, uri := range []string{"/LOGIN", "/Login", "/logi", "/x/login", "/%2e%2e%2flogout"} {
+		if r := viaHeaders("POST", "api.example.com", uri); r.status != 200 || r.header.Get("RateLimit") != "" {
+			t.Errorf("%s matched the login route: %d %v", uri, r.status, r.header)
+		}
+	}
+	if r := viaHeaders("GET", "api.example.com", "/login"); r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Errorf("GET matched a POST route: %d %v", r.status, r.header)
+	}
+
+	// ignoreCase: any letter case of the prefix is the route's.
+	if r := viaHeaders("GET", "h", "/Admin/users"); r.status != 200 || r.header.Get("RateLimit") == "" {
+		t.Fatalf("first admin: %d %v %s", r.status, r.header, r.raw)
+	}
+	for _, uri := range []string{"/admin/users", "/ADMIN/x", "/%61dmin/", "//AdMiN//x", "/x/../admin;y/"} {
+		if r := viaPrefix("GET", "h", uri); r.status != 429 || r.body["policy"] != "admin" {
+			t.Errorf("%s slipped past the ignoreCase route: %d %s", uri, r.status, r.raw)
+		}
+	}
+
+	// The path key source reads the canonical path: one window for every spelling.
+	if r := viaHeaders("GET", "h", "/pk/a"); r.status != 200 {
+		t.Fatalf("first pk: %d %s", r.status, r.raw)
+	}
+	for _, uri := range []string{"/pk/%61", "/pk//a", "/pk/./a;x", "/pk/b/../a?q"} {
+		if r := viaPrefix("GET", "h", uri); r.status != 429 || r.body["key"] != "/pk/a" {
+			t.Errorf("%s: %d %s, want a denial keyed /pk/a", uri, r.status, r.raw)
+		}
+	}
+
+	// A malformed escape is the caller's mistake: 400 naming the field.
+	for _, uri := range []string{"/%zzlogin", "/login%", "/login%2"} {
+		r := viaHeaders("POST", "api.example.com", uri)
+		if r.status != 400 || !strings.Contains(r.raw, `"field":"X-Forwarded-Uri"`) {
+			t.Errorf("malformed %s: %d %s", uri, r.status, r.raw)
+		}
+	}
+	if r := askRaw(t, "POST", app.URL, "/forward-auth/%zzlogin", "api.example.com"); r.status != 400 {
+		t.Errorf("malformed escape under the prefix: %d %s", r.status, r.raw)
+	}
+}
+
+// askRaw sends a request whose target is exactly rawPath, as a client that
+// does not clean paths (curl --path-as-is) sends it.
+func askRaw(t testing.TB, method, base, rawPath, host string, header ...string) response {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n", method, rawPath, host)
+	for i := 0; i+1 < len(header); i += 2 {
+		fmt.Fprintf(&req, "%s: %s\r\n", header[i], header[i+1])
+	}
+	req.WriteString("\r\n")
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, rawPath, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := response{status: resp.StatusCode, header: resp.Header, raw: string(b)}
+	if len(b) > 0 && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/") {
+		if err := json.Unmarshal(b, &out.body); err != nil {
+			t.Fatalf("%s %s: body is not a JSON object: %q", method, rawPath, b)
+		}
+	}
+	return out
 }

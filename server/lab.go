@@ -107,7 +107,7 @@ func (a *app) labGuard(ctx context.Context, c echo.Context) error {
 	if err != nil {
 		return nil // no address to key by (a malformed X-Forwarded-For from a trusted proxy)
 	}
-	d, err := a.lim.Allow(ctx, httplimit.JoinKey("lab", addr), labGuardPolicy, 1)
+	d, err := a.lim.Allow(ctx, httplimit.JoinKey(httplimit.JoinPlus, "lab", addr), labGuardPolicy, 1)
 	if err != nil || !d.Denied() {
 		return nil
 	}

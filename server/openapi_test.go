@@ -223,14 +223,17 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 400, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"fast"}`))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/race", big))
 	// Two races on one window at once: one runs (its naive requests think
-	// for a second), the other is refused.
+	// for a second), the other is refused; so is a race of the same client
+	// on another window meanwhile.
 	both := make(chan exchange, 2)
 	for range 2 {
 		go func() {
 			both <- call(t, "POST", u+"/api/v1/race", `{"key":"oa-busy","mode":"naive","requests":3,"thinkMs":1000}`)
 		}()
 	}
-	first, second := <-both, <-both
+	second := <-both
+	must(t, router, 429, call(t, "POST", u+"/api/v1/race", `{"key":"oa-other","mode":"atomic","requests":2}`))
+	first := <-both
 	if first.status == 409 {
 		first, second = second, first
 	}
@@ -283,6 +286,7 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 404, call(t, "GET", u+"/static/nope.css", ""))
 	must(t, router, 200, call(t, "GET", u+"/healthz", ""))
 	must(t, router, 200, call(t, "GET", u+"/readyz", ""))
+	must(t, router, 200, call(t, "GET", u+"/healthcheck", ""))
 	must(t, router, 200, call(t, "GET", u+"/metrics", ""))
 }
 

@@ -23,35 +23,51 @@ const (
 	// machine take a few milliseconds, so 100 ms makes every read precede
 	// every write: the overshoot is certain.
 	raceDefaultThinkMs = 100
-	raceTimeout        = 10 * time.Second
-	maxConcurrentRaces = 4
+	// raceSlack is how much longer than its think time a race may take to
+	// answer: past it, 503 — also when Redis stopped answering. The race's
+	// Redis calls stop raceAnswerMargin earlier, so their requests can
+	// return and the answer be written in time.
+	raceSlack        = 2 * time.Second
+	raceAnswerMargin = 500 * time.Millisecond
+	// maxConcurrentRaces bounds the races one instance runs at once, each up
+	// to raceMaxRequests concurrent checks; a client runs one at a time.
+	maxConcurrentRaces = 8
 )
 
-// races tracks running races: one per window, a few at once.
+// races tracks running races: one per window, one per client address, a
+// few at once.
 type races struct {
 	mu      sync.Mutex
-	running map[string]bool
+	windows map[string]bool
+	clients map[string]bool
 }
 
-func (r *races) start(key string) (ok, busy bool) {
+// start claims key's window for client, or returns the problem that refuses
+// the race: 409 when a race runs on that window, 429 when the client runs
+// another, 503 when the instance runs as many as it may.
+func (r *races) start(key, client string) *problem {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.running == nil {
-		r.running = map[string]bool{}
+	if r.windows == nil {
+		r.windows, r.clients = map[string]bool{}, map[string]bool{}
 	}
-	if r.running[key] {
-		return false, false
+	switch {
+	case r.windows[key]:
+		return newProblem(http.StatusConflict, "a race is already running on this window")
+	case r.clients[client]:
+		return newProblem(http.StatusTooManyRequests, "this client address is running another race; one at a time").
+			withHeader("Retry-After", "1")
+	case len(r.windows) >= maxConcurrentRaces:
+		return unavailable("too many races are running; try again in a moment")
 	}
-	if len(r.running) >= maxConcurrentRaces {
-		return false, true
-	}
-	r.running[key] = true
-	return true, false
+	r.windows[key], r.clients[client] = true, true
+	return nil
 }
 
-func (r *races) done(key string) {
+func (r *races) done(key, client string) {
 	r.mu.Lock()
-	delete(r.running, key)
+	delete(r.windows, key)
+	delete(r.clients, client)
 	r.mu.Unlock()
 }
 
@@ -78,16 +94,14 @@ func handleRace(a *app) echo.HandlerFunc {
 		}
 		pol, _ := a.store.lookup(sandboxPolicy)
 
-		ok, busy := a.races.start(key)
-		if busy {
-			return unavailable("too many races are running; try again in a moment")
+		client := viewerClient(c.Request(), a.store.load().trusted)
+		if p := a.races.start(key, client); p != nil {
+			return p
 		}
-		if !ok {
-			return newProblem(http.StatusConflict, "a race is already running on this window")
-		}
-		defer a.races.done(key)
+		defer a.races.done(key, client)
 
-		ctx, cancel := context.WithTimeout(c.Request().Context(), raceTimeout+time.Duration(thinkMs)*time.Millisecond)
+		think := time.Duration(thinkMs) * time.Millisecond
+		ctx, cancel := context.WithTimeout(c.Request().Context(), think+raceSlack-raceAnswerMargin)
 		defer cancel()
 		if err := a.lim.Reset(ctx, key, pol); err != nil {
 			a.metrics.redisErrors.WithLabelValues("reset").Inc()
@@ -102,7 +116,7 @@ func handleRace(a *app) echo.HandlerFunc {
 				return d.Allowed, err
 			}
 		} else {
-			after := thinkAfterRead(ctx, time.Duration(thinkMs)*time.Millisecond)
+			after := thinkAfterRead(ctx, think)
 			check = func() (bool, error) {
 				return slow.Allow(ctx, key, pol, naive.Options{AfterRead: after})
 			}
@@ -110,7 +124,7 @@ func handleRace(a *app) echo.HandlerFunc {
 		allowed, denied, failed, took := race(requests, check)
 		if failed > 0 {
 			a.metrics.redisErrors.WithLabelValues("race").Add(float64(failed))
-			return unavailable("Redis failed during the race; try again shortly")
+			return unavailable("Redis failed or was too slow during the race; try again shortly")
 		}
 		out := live.RaceOutcome{
 			Mode: mode, Requests: requests, Allowed: allowed, Denied: denied,

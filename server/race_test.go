@@ -147,3 +147,66 @@ func TestRaceReachesViewers(t *testing.T) {
 		}
 	}
 }
+
+// TestRaceBounded: with Redis stopped, or paused so that nothing answers, a
+// race answers 503 within its think time + 2 s (a second more allowed for a
+// loaded machine) instead of hanging. On a real redis-server (skipped
+// without one).
+func TestRaceBounded(t *testing.T) {
+	const slack = 2*time.Second + time.Second
+	rs := redistest.Start(t)
+	proxy := redistest.StartProxy(t, rs.URL)
+	app := startApp(t, map[string]string{"REDIS_URL": proxy.URL})
+	for _, fault := range []string{"paused", "stopped"} {
+		for _, mode := range []string{"naive", "atomic"} {
+			switch fault {
+			case "paused":
+				proxy.Pause()
+			case "stopped":
+				proxy.Resume()
+				rs.Stop()
+			}
+			const thinkMs = 300
+			start := time.Now()
+			r := raceOnce(t, app.URL, newKey(), mode, fmt.Sprintf(`,"thinkMs":%d`, thinkMs))
+			took := time.Since(start)
+			t.Logf("Redis %s, %s race: %d after %v", fault, mode, r.status, took.Round(time.Millisecond))
+			if r.status != 503 || r.header.Get("Retry-After") != "1" || r.header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("Redis %s, %s race: %d %v %s, want 503", fault, mode, r.status, r.header, r.raw)
+			}
+			if took > thinkMs*time.Millisecond+slack {
+				t.Fatalf("Redis %s, %s race: answered after %v, want within thinkMs + 2 s", fault, mode, took)
+			}
+		}
+	}
+}
+
+// TestRaceOnePerClient: while a client address runs a race, its next race
+// (on another window) gets 429 with Retry-After: 1 as a problem document;
+// another client's race runs; once the first ends the client may race again.
+func TestRaceOnePerClient(t *testing.T) {
+	app := startApp(t, nil, "--trusted-proxies", "127.0.0.1/32")
+	key := newKey()
+	v := watch(t, app, "policy=demo&key="+key, nil)
+	v.next("snapshot", nil)
+	first := make(chan response, 1)
+	go func() { // three naive requests, each thinking for a second
+		first <- raceOnce(t, app.URL, key, "naive", `,"requests":3,"thinkMs":1000`)
+	}()
+	v.next("reset", nil) // the race has started: it resets its window first
+
+	r := raceOnce(t, app.URL, newKey(), "atomic", `,"requests":10`)
+	if r.status != 429 || r.header.Get("Retry-After") != "1" || r.header.Get("Content-Type") != "application/problem+json" || num(t, r, "status") != 429 {
+		t.Fatalf("a second race of the same client: %d %v %s, want 429 with Retry-After: 1", r.status, r.header, r.raw)
+	}
+	other := do(t, "POST", app.URL+"/api/v1/race", fmt.Sprintf(`{"key":%q,"mode":"atomic","requests":10}`, newKey()), "X-Forwarded-For", "10.1.2.3")
+	if other.status != 200 {
+		t.Fatalf("another client's race: %d %s", other.status, other.raw)
+	}
+	if r := <-first; r.status != 200 {
+		t.Fatalf("the first race: %d %s", r.status, r.raw)
+	}
+	if r := raceOnce(t, app.URL, newKey(), "atomic", `,"requests":10`); r.status != 200 {
+		t.Fatalf("the client's next race, once the first ended: %d %s", r.status, r.raw)
+	}
+}

@@ -111,7 +111,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The live view comes first: every entry point's checks report to it.
 	view := live.New(live.Deps{
 		Redis:        rdb,
-		ReadWindow:   lim.Window,
+		ReadWindows:  lim.Windows,
 		Policy:       store.lookup,
 		Instance:     instance,
 		TickInterval: cfg.TickInterval,

@@ -1,24 +1,24 @@
 // Package proxytest starts real reverse proxies for tests — Debian's caddy
 // (forward_auth) and nginx (auth_request) — in front of a backend, asking
-// ratescope's forward auth whether each request may pass. Each runs on a
-// free port in its own temporary folder and stops when the test ends.
+// ratescope's forward auth whether each request may pass, with the configs
+// printed in docs/proxies.md. Each runs on a free port in its own temporary
+// folder and stops when the test ends.
 //
 // When a proxy is not installed the test is skipped with a message naming it,
 // or fails under RATESCOPE_TEST_STRICT=1 (as in CI), like redistest.Need.
 package proxytest
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
-	"text/template"
 	"time"
 
 	"github.com/ratescope/ratescope/internal/redistest"
@@ -70,126 +70,132 @@ func isExecutable(path string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
-// config is what a proxy's configuration template needs.
-type config struct {
-	Dir     string
-	Port    int
-	Auth    string // host:port of ratescope
-	Backend string // host:port of the backend
-}
+// The configs come from docs/proxies.md, as printed: the fenced block of
+// each proxy's language, with only these placeholders replaced by the test's
+// own addresses (each must appear, so a docs edit that drops one fails
+// loudly instead of testing something else).
+const (
+	docsPage = "docs/proxies.md"
 
-// caddyfile puts Caddy in front of the backend. Requests from 127.0.0.1 are
-// from a trusted load balancer (the test client plays it), so Caddy appends
-// to their X-Forwarded-For instead of replacing it (trusted_proxies).
-var caddyfile = template.Must(template.New("Caddyfile").Parse(`{
-	admin off
-	auto_https off
-	storage file_system {{.Dir}}/data
-}
+	placeholderAuth    = "ratescope:8080"    // ratescope's address
+	placeholderBackend = "app:3000"          // the app's
+	placeholderSite    = "api.example.com {" // Caddy's site address: the test's port
+	placeholderListen  = "listen 80;"        // nginx's listen directive: the test's port
+)
 
-http://127.0.0.1:{{.Port}} {
-	bind 127.0.0.1
-	forward_auth {{.Auth}} {
-		uri /forward-auth
-		copy_headers RateLimit RateLimit-Policy
-		trusted_proxies 127.0.0.1/32
+// docsBlock returns the one fenced block of the given language (its info
+// string, e.g. "caddyfile" or "nginx") in docs/proxies.md.
+func docsBlock(t testing.TB, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(moduleRoot(t), docsPage))
+	if err != nil {
+		t.Fatalf("failed to read the proxy configs: %v", err)
 	}
-	reverse_proxy {{.Backend}}
+	blocks := regexp.MustCompile("(?ms)^```"+regexp.QuoteMeta(lang)+"\n(.*?)^```").FindAllStringSubmatch(string(b), -1)
+	if len(blocks) != 1 {
+		t.Fatalf("%s has %d ```%s blocks, want one", docsPage, len(blocks), lang)
+	}
+	return blocks[0][1]
 }
-`))
 
-// Caddy starts caddy with forward_auth to ratescope at auth (host:port) in
-// front of backend (host:port). A denial reaches the client as ratescope
-// answered it: 429, Retry-After, the RateLimit fields, the problem document.
+// fill replaces each placeholder of block with its value.
+func fill(t testing.TB, lang, block string, values map[string]string) string {
+	t.Helper()
+	for ph, v := range values {
+		if !strings.Contains(block, ph) {
+			t.Fatalf("the %s config in %s no longer holds %q, which the tests replace", lang, docsPage, ph)
+		}
+		block = strings.ReplaceAll(block, ph, v)
+	}
+	return block
+}
+
+// moduleRoot is the folder of go.mod, above the test's package folder.
+func moduleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("failed to find go.mod above the test's folder")
+		}
+		dir = parent
+	}
+}
+
+// Caddy starts caddy with the Caddyfile of docs/proxies.md, asking ratescope
+// at auth (host:port) in front of backend (host:port) on a catch-all site of
+// its own port, so any Host reaches it. The test adds only Caddy's global
+// options: no admin endpoint, no automatic HTTPS, storage and binding inside
+// the test.
 func Caddy(t testing.TB, auth, backend string) *Proxy {
 	t.Helper()
 	bin := Need(t, "caddy")
-	return start(t, caddyfile, "Caddyfile", auth, backend, func(dir, conf string) *exec.Cmd {
+	block := docsBlock(t, "caddyfile")
+	return start(t, "Caddyfile", func(dir string, port int) string {
+		return fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tstorage file_system %s/data\n\tdefault_bind 127.0.0.1\n}\n\n", dir) +
+			fill(t, "caddyfile", block, map[string]string{
+				placeholderAuth: auth, placeholderBackend: backend, placeholderSite: fmt.Sprintf("http://:%d {", port),
+			})
+	}, func(dir, conf string) *exec.Cmd {
 		cmd := exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
 		cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
 		return cmd
 	})
 }
 
-// nginxConf puts nginx in front of the backend. auth_request passes only 2xx,
-// 401 and 403 on (anything else becomes 500), so the routes deny with 403 and
-// error_page maps it to 429 with the Retry-After and RateLimit fields
-// ratescope sent (auth_request_set).
-var nginxConf = template.Must(template.New("nginx.conf").Parse(`daemon off;
-master_process off;
-worker_processes 1;
-pid {{.Dir}}/nginx.pid;
-error_log {{.Dir}}/error.log warn;
-events { worker_connections 256; }
-http {
-	access_log off;
-	client_body_temp_path {{.Dir}}/client_body;
-	proxy_temp_path {{.Dir}}/proxy;
-	fastcgi_temp_path {{.Dir}}/fastcgi;
-	uwsgi_temp_path {{.Dir}}/uwsgi;
-	scgi_temp_path {{.Dir}}/scgi;
-	server {
-		listen 127.0.0.1:{{.Port}};
-		location / {
-			auth_request /_ratescope;
-			auth_request_set $ratescope_retry_after $upstream_http_retry_after;
-			auth_request_set $ratescope_ratelimit $upstream_http_ratelimit;
-			auth_request_set $ratescope_policy $upstream_http_ratelimit_policy;
-			error_page 403 = @ratelimited;
-			add_header RateLimit $ratescope_ratelimit;
-			add_header RateLimit-Policy $ratescope_policy;
-			proxy_pass http://{{.Backend}};
-		}
-		location = /_ratescope {
-			internal;
-			proxy_pass http://{{.Auth}}/forward-auth;
-			proxy_pass_request_body off;
-			proxy_set_header Content-Length "";
-			proxy_set_header X-Forwarded-Method $request_method;
-			proxy_set_header X-Forwarded-Host $host;
-			proxy_set_header X-Forwarded-Uri $request_uri;
-			proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-		}
-		location @ratelimited {
-			add_header Retry-After $ratescope_retry_after always;
-			add_header RateLimit $ratescope_ratelimit always;
-			add_header RateLimit-Policy $ratescope_policy always;
-			default_type application/problem+json;
-			return 429 '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}';
-		}
-	}
-}
-`))
-
-// Nginx starts nginx with auth_request to ratescope at auth (host:port) in
-// front of backend (host:port). Routes for it deny with 403, which the client
-// sees as 429 with Retry-After.
+// Nginx starts nginx with the server block of docs/proxies.md, asking
+// ratescope at auth (host:port) in front of backend (host:port). The test
+// wraps it in a main config of its own: no daemon, pid, logs and temp files
+// inside the test's folder.
 func Nginx(t testing.TB, auth, backend string) *Proxy {
 	t.Helper()
 	bin := Need(t, "nginx")
-	return start(t, nginxConf, "nginx.conf", auth, backend, func(dir, conf string) *exec.Cmd {
+	block := docsBlock(t, "nginx")
+	return start(t, "nginx.conf", func(dir string, port int) string {
+		server := fill(t, "nginx", block, map[string]string{
+			placeholderAuth: auth, placeholderBackend: backend, placeholderListen: fmt.Sprintf("listen 127.0.0.1:%d;", port),
+		})
+		return fmt.Sprintf(`daemon off;
+master_process off;
+worker_processes 1;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 256; }
+http {
+	access_log off;
+	client_body_temp_path %[1]s/client_body;
+	proxy_temp_path %[1]s/proxy;
+	fastcgi_temp_path %[1]s/fastcgi;
+	uwsgi_temp_path %[1]s/uwsgi;
+	scgi_temp_path %[1]s/scgi;
+%[2]s}
+`, dir, server)
+	}, func(dir, conf string) *exec.Cmd {
 		return exec.Command(bin, "-p", dir, "-c", conf, "-e", filepath.Join(dir, "error.log"))
 	})
 }
 
 // start writes the configuration on a free port and runs the proxy until it
 // answers there, trying other ports when one was taken meanwhile.
-func start(t testing.TB, tmpl *template.Template, name, auth, backend string, command func(dir, conf string) *exec.Cmd) *Proxy {
+func start(t testing.TB, name string, config func(dir string, port int) string, command func(dir, conf string) *exec.Cmd) *Proxy {
 	t.Helper()
 	var lastErr error
 	for range 5 {
 		dir := t.TempDir()
-		var conf bytes.Buffer
-		c := config{Dir: dir, Port: freePort(t), Auth: auth, Backend: backend}
-		if err := tmpl.Execute(&conf, c); err != nil {
-			t.Fatal(err)
-		}
+		port := freePort(t)
 		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(config(dir, port)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p := &Proxy{URL: "http://127.0.0.1:" + strconv.Itoa(c.Port), dir: dir, log: filepath.Join(dir, "proxy.log")}
-		if lastErr = p.launch(command(dir, path), c.Port); lastErr == nil {
+		p := &Proxy{URL: "http://127.0.0.1:" + strconv.Itoa(port), dir: dir, log: filepath.Join(dir, "proxy.log")}
+		if lastErr = p.launch(command(dir, path), port); lastErr == nil {
 			t.Cleanup(p.stop)
 			return p
 		}

@@ -1,15 +1,11 @@
 package httplimit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
-
-	"github.com/ratescope/ratescope/limiter"
 )
 
 // TrustedProxies are the proxies whose X-Forwarded-For entries are believed:
@@ -81,9 +77,10 @@ func (t TrustedProxies) Trusts(addr netip.Addr) bool {
 	return t.contains(addr.Unmap().WithZone(""))
 }
 
-// ClientAddr is who sent r, in the form a client key uses: an IPv4 address as
-// text ("203.0.113.7"), an IPv6 client as its /64 ("2001:db8:1:2::/64"), as
-// one household or customer usually holds a whole /64.
+// ClientAddr is who sent r: an IPv4 address as text ("203.0.113.7"), an IPv6
+// client as its /64 in CIDR form ("2001:db8:1:2::/64"), as one household or
+// customer usually holds a whole /64. As a client key it goes through
+// JoinKey, which hashes the IPv6 form (it holds ":").
 //
 // The client is the rightmost X-Forwarded-For address, then the connection's
 // peer, that is not a trusted proxy: each trusted proxy appends the address it
@@ -164,37 +161,4 @@ func addrKey(a netip.Addr) string {
 		return a.String()
 	}
 	return netip.PrefixFrom(a, 64).Masked().String()
-}
-
-// maxKeyValue is the longest value KeyValue keeps as it is.
-const maxKeyValue = 64
-
-// KeyValue makes a client key, or one part of one, from a value taken from a
-// request (a header, a host, a path): the value itself when it is at most 64
-// bytes of the key alphabet (A-Z a-z 0-9 . _ : @ / + = -), else "sha256:"
-// and the first 32 hex digits of its SHA-256, so any value keys a window
-// without breaking the key's rules.
-func KeyValue(v string) string {
-	if len(v) <= maxKeyValue && limiter.ValidateKey(v) == nil {
-		return v
-	}
-	return hashed(v)
-}
-
-// JoinKey makes one client key of several parts (e.g. an address and an API
-// key), joined with +. A key that would break the limiter's rules (parts
-// that KeyValue kept may still join to more than 128 bytes) is hashed whole.
-func JoinKey(parts ...string) string { return fitKey(strings.Join(parts, "+")) }
-
-// fitKey keeps a whole key within the limiter's rules.
-func fitKey(k string) string {
-	if limiter.ValidateKey(k) == nil {
-		return k
-	}
-	return hashed(k)
-}
-
-func hashed(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return "sha256:" + hex.EncodeToString(sum[:16])
 }

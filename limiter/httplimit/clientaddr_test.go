@@ -109,34 +109,3 @@ func TestParseTrustedProxies(t *testing.T) {
 		}
 	}
 }
-
-func TestKeyValue(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"user:42", "user:42"},
-		{"a+b=c/d@e.f_g-h", "a+b=c/d@e.f_g-h"},
-		{strings.Repeat("a", 64), strings.Repeat("a", 64)},
-		// sha256 of the value, its first 32 hex digits (python3 hashlib).
-		{strings.Repeat("a", 65), "sha256:635361c48bb9eab14198e76ea8ab7f1a"},
-		{"api key with spaces", "sha256:46eb331e1e2a2555fb3b14edfc1faba7"},
-	} {
-		if got := httplimit.KeyValue(tc.in); got != tc.want {
-			t.Errorf("KeyValue(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-	for _, in := range []string{"", "{braces}", "é", "tab\there", "semi;colon"} {
-		got := httplimit.KeyValue(in)
-		if !strings.HasPrefix(got, "sha256:") || len(got) != len("sha256:")+32 || limiter.ValidateKey(got) != nil {
-			t.Errorf("KeyValue(%q) = %q, want sha256: and 32 hex digits", in, got)
-		}
-	}
-	if httplimit.KeyValue("x y") == httplimit.KeyValue("x z") {
-		t.Error("different values share a hash")
-	}
-	joined := httplimit.JoinKey(strings.Repeat("a", 64), strings.Repeat("b", 64))
-	if limiter.ValidateKey(joined) != nil || !strings.HasPrefix(joined, "sha256:") {
-		t.Errorf("JoinKey of 129 bytes = %q, want it hashed", joined)
-	}
-	if got := httplimit.JoinKey("203.0.113.7", "k1"); got != "203.0.113.7+k1" {
-		t.Errorf("JoinKey = %q", got)
-	}
-}

@@ -47,7 +47,8 @@ func (c *config) observe(o Observer) {
 func WithKey(f KeyFunc) Option { return func(c *config) { c.key = f } }
 
 // WithCost sets what one request costs (default 1); it must be from 1 to the
-// policy's smallest limit.
+// policy's MaxCost (its smallest limit, and at most 1,000 for the log), or
+// every request gets 400 naming the cost.
 func WithCost(n int) Option { return func(c *config) { c.cost = n } }
 
 // WithDenyStatus sets the status of a denial (default 429). A proxy that

@@ -325,6 +325,26 @@ func TestInvalidCost(t *testing.T) {
 	if a := get(t, srv.URL); a.status != 400 || !strings.Contains(a.body, `"field":"cost"`) {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
+	// One log check adds at most 1,000 entries, whatever the limit; the
+	// other algorithms keep a few numbers whatever the cost.
+	for _, tc := range []struct {
+		policy string
+		cost   int
+		status int
+	}{
+		{"big=100000/10s", 1001, 400},
+		{"big=100000/10s", 1000, 200},
+		{"big=100000/10s@gcra", 1001, 200},
+	} {
+		mw := httplimit.New(lim, httplimit.WithCost(tc.cost), httplimit.WithTimeout(generous),
+			httplimit.WithKey(func(*http.Request) (string, error) { return uuid.NewString(), nil }))
+		srv := httptest.NewServer(mw.Limit(mustPolicy(t, tc.policy))(&backend{}))
+		a := get(t, srv.URL)
+		srv.Close()
+		if a.status != tc.status || (tc.status == 400 && !strings.Contains(a.body, `"field":"cost"`)) {
+			t.Errorf("%s, cost %d: %d %s, want %d", tc.policy, tc.cost, a.status, a.body, tc.status)
+		}
+	}
 }
 
 func TestRetryAfterRoundsUp(t *testing.T) {

@@ -27,17 +27,20 @@ import (
 const testTimeout = 20 * time.Second
 
 // testPolicies are the policies every test server has.
-var testPolicies = []string{"ip=3/60s", "global=100/1m", "burst=37/60s", "cost=5/1m", "multi=2/10s,4/1m", "watch=2/60s+shadow"}
+var testPolicies = []string{"ip=3/60s", "global=100/1m", "burst=37/60s", "cost=5/1m", "multi=2/10s,4/1m", "watch=2/60s+shadow", "big=100000/10s"}
 
 // testMappings send domain "edge" descriptors to them.
 var testMappings = []rls.Mapping{
 	{Domain: "edge", Keys: []string{"remote_address"}, Policy: "ip"},
 	{Domain: "edge", Keys: []string{"generic_key"}, Policy: "global"},
 	{Domain: "edge", Keys: []string{"user"}, Policy: "burst"},
+	{Domain: "edge", Keys: []string{"tenant", "user"}, Policy: "burst"},
 	{Domain: "edge", Keys: []string{"tenant"}, Policy: "cost"},
 	{Domain: "edge", Keys: []string{"remote_address", "path"}, Policy: "multi"},
 	{Domain: "edge", Keys: []string{"gone"}, Policy: "removed-by-a-reload"},
 	{Domain: "edge", Keys: []string{"watch"}, Policy: "watch"},
+	{Domain: "edge", Keys: []string{"big"}, Policy: "big"},
+	{Domain: "edge", Keys: []string{"multi"}, Policy: "multi"},
 }
 
 // harness is a served Service on a real TCP port, a client of it, and what

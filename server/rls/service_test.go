@@ -176,6 +176,55 @@ func TestHitsAddend(t *testing.T) {
 	}
 }
 
+// TestCostNeverAllowed: a cost the policy can never allow — above its
+// smallest limit, or above 1,000 on a log — is OVER_LIMIT, never an error
+// (Envoy lets a failed call's request through), and nothing is recorded or
+// decided; the request's other descriptors are decided as usual.
+func TestCostNeverAllowed(t *testing.T) {
+	h := serve(t, redistest.URL(t), nil)
+	v := newValue()
+	for _, tc := range []struct {
+		name      string
+		req       *rlsv3.RateLimitRequest
+		st        int    // the never-allowed status
+		limitName string // its current_limit's name
+	}{
+		{"above the smallest limit", request(4, "remote_address="+v), 0, "ip"},
+		{"far out of range", request(1<<32-1, "remote_address="+v), 0, "ip"},
+		{"a descriptor's own cost", &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			descriptor("generic_key=" + v), {Entries: descriptor("remote_address=" + v).Entries, HitsAddend: wrapperspb.UInt64(1 << 40)}}}, 1, "ip"},
+		{"above 1,000 on a log", request(1001, "big="+v), 0, "big"},
+		{"above the smaller rule", request(3, "multi="+v), 0, "multi/10"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(h.seen())
+			resp := h.call(t, tc.req)
+			st := resp.GetStatuses()[tc.st]
+			if resp.GetOverallCode() != overLimit || st.GetCode() != overLimit || st.GetCurrentLimit().GetName() != tc.limitName ||
+				st.GetLimitRemaining() != 0 || st.GetDurationUntilReset().AsDuration() != 0 {
+				t.Fatalf("got %v, want OVER_LIMIT under %s with nothing remaining and no reset", resp, tc.limitName)
+			}
+			for _, hv := range resp.GetResponseHeadersToAdd() {
+				if hv.GetKey() == "Retry-After" {
+					t.Errorf("Retry-After %q for a cost no wait lets pass", hv.GetValue())
+				}
+			}
+			if n := len(h.seen()) - before; n != len(tc.req.GetDescriptors())-1 {
+				t.Errorf("%d decisions, want %d (the other descriptors only)", n, len(tc.req.GetDescriptors())-1)
+			}
+		})
+	}
+	for _, p := range []string{"ip", "big", "multi"} {
+		if n := h.windowCount(t, v, p); n != 0 {
+			t.Errorf("policy %s: the log holds %d entries, want none", p, n)
+		}
+	}
+	// A cost of 1,000 on the log is an ordinary check.
+	if st := h.call(t, request(1000, "big="+v)).GetStatuses()[0]; st.GetCode() != ok || h.windowCount(t, v, "big") != 1000 {
+		t.Fatalf("cost 1000: %v, %d entries", st, h.windowCount(t, v, "big"))
+	}
+}
+
 // TestDurationUntilResetIsExact: a denied descriptor's duration_until_reset
 // is the limiter's exact retry — the oldest entry's score plus the window,
 // minus Redis's clock at the decision (read from the log itself) — and
@@ -296,7 +345,7 @@ func TestKeysFromValues(t *testing.T) {
 	h := serve(t, redistest.URL(t), nil)
 	v := newValue()
 	for _, tc := range []struct{ desc, key string }{
-		{"remote_address=2001:db8::1", "2001:db8::1"},
+		{"remote_address=2001:db8::1", "sha256:5afd19e856d1c18d17d600dfd2b5f534"}, // holds ":"
 		{"remote_address=" + v + ",path=/login", v + ":/login"},
 		{"remote_address=" + v + ",path=/a b", v + ":sha256:73c9c45d21e1dbbab5ec7d874b3972a9"},
 		{"remote_address=" + strings.Repeat("a", 65), "sha256:635361c48bb9eab14198e76ea8ab7f1a"},
@@ -305,6 +354,28 @@ func TestKeysFromValues(t *testing.T) {
 		seen := h.seen()
 		if got := seen[len(seen)-1].Key; got != tc.key {
 			t.Errorf("%s: key %q, want %q", tc.desc, got, tc.key)
+		}
+	}
+}
+
+// TestDescriptorKeysInjective: [tenant=t1, user=u1] and [user="t1:u1"],
+// mapped to one policy, are two windows: the value holding ":" is hashed.
+func TestDescriptorKeysInjective(t *testing.T) {
+	h := serve(t, redistest.URL(t), nil)
+	t1, u1 := newValue(), newValue()
+	h.call(t, request(0, "tenant="+t1+",user="+u1))
+	h.call(t, request(0, "user="+t1+":"+u1))
+	seen := h.seen()
+	a, b := seen[len(seen)-2], seen[len(seen)-1]
+	if a.Policy != "burst" || b.Policy != "burst" || a.Key == b.Key {
+		t.Fatalf("keys %q (%s) and %q (%s), want two keys of burst", a.Key, a.Policy, b.Key, b.Policy)
+	}
+	if a.Key != t1+":"+u1 || !strings.HasPrefix(b.Key, "sha256:") {
+		t.Errorf("keys %q and %q, want %q and a hash", a.Key, b.Key, t1+":"+u1)
+	}
+	for _, k := range []string{a.Key, b.Key} {
+		if n := h.windowCount(t, k, "burst"); n != 1 {
+			t.Errorf("window %q holds %d entries, want 1", k, n)
 		}
 	}
 }

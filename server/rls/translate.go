@@ -1,12 +1,9 @@
 package rls
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
@@ -19,10 +16,6 @@ import (
 // rate_limits action that applied, a handful; a request with more is refused
 // rather than turned into that many Redis calls.
 const MaxDescriptors = 64
-
-// maxKeyPart is the longest descriptor value used in a client key as it is;
-// a longer one is hashed, as forward auth hashes its key sources (SPEC §7).
-const maxKeyPart = 64
 
 // check is one descriptor translated: the limiter call it asks for, or
 // nothing when it maps to no policy.
@@ -42,6 +35,8 @@ type check struct {
 	// envoyproxy/ratelimit's, or a limit override, wrote it; nil: by the
 	// policy's binding rule.
 	file *fileLimit
+	// stat is the descriptor's statistics key, for a limit of the files.
+	stat string
 	// orphan names the policy a mapping points at when no such policy is
 	// configured: a reload between reading the mappings and the policies.
 	// The descriptor is treated as unmapped, as the new config says.
@@ -59,11 +54,8 @@ func (c check) asks() bool { return c.mapped() && !c.never }
 //     each with at least one entry, each entry with a key;
 //   - a descriptor maps when its entries' keys equal a mapping's Keys in
 //     order, within the request's domain;
-//   - the client key is its entries' values in order, joined with ":"; a
-//     value outside the limiter's key alphabet or longer than 64 bytes is
-//     replaced by "sha256:" and the first 32 hex digits of its SHA-256 (as
-//     forward auth does), and a joined key longer than limiter.MaxKeyLen is
-//     hashed whole the same way;
+//   - the client key is its entries' values in order, joined with ":" by
+//     clientKey;
 //   - the cost is read by hitsOf and set by setCost: the descriptor's own
 //     hits_addend when set, where 0 is a peek, else the request's, where 0
 //     means 1; a cost the policy can never take is never, not an error —
@@ -139,27 +131,8 @@ func policyFor(maps []Mapping, domain string, keys []string) (string, bool) {
 	return "", false
 }
 
-// clientKey joins a descriptor's values into a key the limiter takes.
-func clientKey(values []string) string {
-	var b strings.Builder
-	for i, v := range values {
-		if i > 0 {
-			b.WriteByte(':')
-		}
-		if len(v) > maxKeyPart || limiter.ValidateKey(v) != nil {
-			v = hashed(v)
-		}
-		b.WriteString(v)
-	}
-	if b.Len() > limiter.MaxKeyLen {
-		return hashed(b.String())
-	}
-	return b.String()
-}
-
-// hashed stands in for a value that cannot be a key: "sha256:" and the first
-// 32 hex digits of its SHA-256.
-func hashed(v string) string {
-	sum := sha256.Sum256([]byte(v))
-	return "sha256:" + hex.EncodeToString(sum[:16])
-}
+// clientKey joins a descriptor's values with ":" into a key the limiter
+// takes, hashing each value outside [A-Za-z0-9._@/=+-] or over 64 bytes
+// (httplimit.JoinKey, as forward auth joins its key sources), so
+// [tenant=t1, user=u1] and [user="t1:u1"] are two windows.
+func clientKey(values []string) string { return httplimit.JoinKey(httplimit.JoinColon, values...) }

@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -123,13 +125,16 @@ func TestClientKey(t *testing.T) {
 		want   string
 	}{
 		{[]string{"10.0.0.1"}, "10.0.0.1"},
-		{[]string{"2001:db8::/64", "GET"}, "2001:db8::/64:GET"},
+		{[]string{"2001:db8::/64", "GET"}, hashed("2001:db8::/64") + ":GET"},
+		{[]string{"t1", "u1"}, "t1:u1"},
+		{[]string{"t1:u1"}, hashed("t1:u1")},
+		{[]string{"a+b=c"}, "a+b=c"},
 		{[]string{long}, long},
 		{[]string{long + "v"}, hashed(long + "v")},
 		{[]string{""}, hashed("")},
 		{[]string{"a b", "ok"}, hashed("a b") + ":ok"},
 		{[]string{"{tag}"}, hashed("{tag}")},
-		{[]string{long, long}, hashed(long + ":" + long)},
+		{[]string{long, long}, hashed(long) + ":" + long},
 	} {
 		got := clientKey(tc.values)
 		if got != tc.want {
@@ -138,9 +143,6 @@ func TestClientKey(t *testing.T) {
 		if err := limiter.ValidateKey(got); err != nil {
 			t.Errorf("%q: key %q: %v", tc.values, got, err)
 		}
-	}
-	if h := hashed("x"); len(h) != len("sha256:")+32 {
-		t.Errorf("hashed: %q", h)
 	}
 }
 
@@ -176,6 +178,12 @@ func TestHeadersOnePerPolicy(t *testing.T) {
 }
 
 var errTest = errors.New("redis down")
+
+// hashed is "sha256:" and the first 32 hex digits of v's SHA-256.
+func hashed(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:])[:32]
+}
 
 // prepareTest readies a policy made for one request, as the service does
 // without a server's Prepare.
