@@ -3,8 +3,10 @@ package server
 import (
 	"net/http"
 
+	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/overview"
 )
 
@@ -38,5 +40,21 @@ func handleOverview(a *app, ov *overview.Overview) echo.HandlerFunc {
 		}
 		c.Response().Header().Set("Cache-Control", "no-store")
 		return c.JSON(http.StatusOK, ov.State(c.Request().Context(), policy))
+	}
+}
+
+// handleOverviewWS checks an overview stream request — GET
+// /ws/overview?policy= — and streams the overview once a second. While it is
+// open, the other instances send this one their counts.
+func handleOverviewWS(a *app, l *live.View, ov *overview.Overview) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		policy, err := overviewPolicy(c, a)
+		if err != nil {
+			return err
+		}
+		return accept(c, a, func(conn *websocket.Conn) {
+			ov.Watch(policy)
+			l.ServeOverview(conn, policy, func() []byte { return ov.Message(policy) })
+		})
 	}
 }

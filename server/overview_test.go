@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -17,12 +18,15 @@ import (
 
 // overviewAnswer is GET /api/v1/overview's body.
 type overviewAnswer struct {
+	Policy   string `json:"policy"`
 	Policies []struct {
 		Name         string  `json:"name"`
-		Allowed      []int64 `json:"allowed"`
-		Denied       []int64 `json:"denied"`
-		ShadowDenied []int64 `json:"shadowDenied"`
-		Cached       []int64 `json:"cached"`
+		Shadow       bool    `json:"shadow"`
+		Allowed      float64 `json:"allowed"`
+		Denied       float64 `json:"denied"`
+		ShadowDenied float64 `json:"shadowDenied"`
+		Cached       float64 `json:"cached"`
+		Series       rates   `json:"series"`
 	} `json:"policies"`
 	Top struct {
 		Checks []overviewRow `json:"checks"`
@@ -201,18 +205,25 @@ func checkTop(t *testing.T, list string, rows []overviewRow, want []string, s *s
 	}
 }
 
+// rates are a policy's series: its counts in each of the last 60 seconds.
 type rates struct{ Allowed, Denied, ShadowDenied, Cached []int64 }
 
 func policyRates(t *testing.T, o overviewAnswer, name string) rates {
 	t.Helper()
 	for _, p := range o.Policies {
 		if p.Name == name {
-			for _, series := range [][]int64{p.Allowed, p.Denied, p.ShadowDenied, p.Cached} {
+			r := p.Series
+			for i, series := range [][]int64{r.Allowed, r.Denied, r.ShadowDenied, r.Cached} {
 				if len(series) != 60 {
 					t.Fatalf("%s: a series of %d seconds, want 60", name, len(series))
 				}
+				// The rate is the series' mean, per second.
+				rate := []float64{p.Allowed, p.Denied, p.ShadowDenied, p.Cached}[i]
+				if want := float64(sum(series)) / 60; math.Abs(rate-want) > 0.006 {
+					t.Fatalf("%s: rate %v of a series adding up to %d, want %.2f", name, rate, sum(series), want)
+				}
 			}
-			return rates{p.Allowed, p.Denied, p.ShadowDenied, p.Cached}
+			return r
 		}
 	}
 	t.Fatalf("no policy %s in %+v", name, o.Policies)

@@ -378,13 +378,13 @@ func (w *watcher) concerns(e fsnotify.Event) bool {
 	return err == nil && fi.Mode()&os.ModeSymlink != 0
 }
 
-// policyNames lists the policies in force, in order: what the overview
-// counts and shows.
-func (s *configStore) policyNames() []string {
+// policies lists the policies in force, in order: what the overview counts
+// and shows.
+func (s *configStore) policies() []limiter.Policy {
 	ps := s.load().policies
-	names := make([]string, len(ps))
+	out := make([]limiter.Policy, len(ps))
 	for i, p := range ps {
-		names[i] = p.Name
+		out[i] = p.Policy.Policy
 	}
-	return names
+	return out
 }

@@ -27,6 +27,7 @@ func routes(e *echo.Echo, a *app) {
 	e.GET("/static/*", handleStatic())
 	e.GET("/ws", handleWS(a, a.live))
 	e.GET("/ws/lab", handleLabWS(a, a.live))
+	e.GET("/ws/overview", handleOverviewWS(a, a.live, a.overview))
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(a))

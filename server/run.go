@@ -124,7 +124,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Redis:    rdb,
 		Instance: instance,
 		NowMs:    view.NowMs,
-		Policies: store.policyNames,
+		Policies: store.policies,
 		Watched:  view.OverviewWatched,
 		Publish:  view.PublishOverview,
 		Timeout:  cfg.CheckTimeout,

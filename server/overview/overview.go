@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ratescope/ratescope/internal/bus"
+	"github.com/ratescope/ratescope/limiter"
 )
 
 // Timing of the overview.
@@ -58,7 +59,7 @@ type Deps struct {
 	// NowMs is the limiter's clock (Redis time) in epoch milliseconds.
 	NowMs func() int64
 	// Policies lists the policies in force, in order.
-	Policies func() []string
+	Policies func() []limiter.Policy
 	// Watched lists the policies whose overview this instance's viewers
 	// watch; Publish sends one of them its overview message.
 	Watched func() []string
@@ -105,7 +106,7 @@ func New(d Deps) *Overview {
 		kick: make(chan struct{}, 1), answer: make(chan struct{}, 1),
 		demand: map[string]time.Time{}, remoteTop: map[string]time.Time{}, remote: map[string]heard{},
 	}
-	o.collector.Track(d.Policies())
+	o.track()
 	return o
 }
 
@@ -133,7 +134,7 @@ func (o *Overview) Run(ctx context.Context) {
 		case <-o.answer:
 			o.sendSummary(ctx)
 		case <-t.C:
-			o.collector.Track(o.d.Policies())
+			o.track()
 			watched := o.d.Watched()
 			now := time.Now()
 			o.mu.Lock()
@@ -150,6 +151,16 @@ func (o *Overview) Run(ctx context.Context) {
 	}
 }
 
+// track has the collector count the policies in force.
+func (o *Overview) track() {
+	ps := o.d.Policies()
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.Name
+	}
+	o.collector.Track(names)
+}
+
 // State is the overview of policy now: the API's answer. When this instance
 // was not showing that policy's top lists a moment ago, it first asks the
 // other instances for theirs and waits for them (at most gatherWait).
@@ -163,10 +174,9 @@ func (o *Overview) State(ctx context.Context, policy string) State {
 // Message is the overview message of policy: State with a type.
 func (o *Overview) Message(policy string) []byte {
 	b, err := json.Marshal(struct {
-		Type   string `json:"type"`
-		Policy string `json:"policy"`
+		Type string `json:"type"`
 		State
-	}{TypeOverview, policy, o.state(policy)})
+	}{TypeOverview, o.state(policy)})
 	if err != nil {
 		panic("overview: failed to encode: " + err.Error()) // plain types: cannot happen
 	}
@@ -244,17 +254,18 @@ func (o *Overview) state(policy string) State {
 	}
 	o.mu.Unlock()
 
-	st := State{NowMs: nowMs, Instances: 1 + len(others), Policies: []PolicyRates{}}
-	for _, name := range o.d.Policies() {
-		r := PolicyRates{Name: name, Allowed: make([]int64, Seconds), Denied: make([]int64, Seconds), ShadowDenied: make([]int64, Seconds), Cached: make([]int64, Seconds)}
-		if pc := o.collector.policy(name); pc != nil {
-			pc.series(last, Seconds).addTo(&r, last, last)
+	st := State{Policy: policy, NowMs: nowMs, Instances: 1 + len(others), Policies: []PolicyRates{}}
+	for _, p := range o.d.Policies() {
+		r := PolicyRates{Name: p.Name, Shadow: p.Shadow, Series: newSeries(Seconds)}
+		if pc := o.collector.policy(p.Name); pc != nil {
+			pc.series(last, Seconds).addTo(&r.Series, last, last)
 		}
 		for _, s := range others {
-			if wr, ok := s.Rates[name]; ok {
-				wr.addTo(&r, s.End, last)
+			if wr, ok := s.Rates[p.Name]; ok {
+				wr.addTo(&r.Series, s.End, last)
 			}
 		}
+		r.rates()
 		st.Policies = append(st.Policies, r)
 	}
 	m := newMinute()

@@ -41,6 +41,7 @@ type wireSummary struct {
 }
 
 // wireRates are a policy's decisions per second, oldest first, ending at End.
+// (Series with short names: a conversion apart).
 type wireRates struct {
 	Allowed      []int64 `json:"a"`
 	Denied       []int64 `json:"d"`
