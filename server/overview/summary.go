@@ -72,6 +72,15 @@ func (s *summary) reset() {
 	s.total = 0
 }
 
+// floor is the most a key s does not hold may have been added: the
+// smallest count once every counter is in use, else 0.
+func (s *summary) floor() int64 {
+	if len(s.counters) < s.k {
+		return 0
+	}
+	return s.counters[s.heap[0]].count
+}
+
 // len is how many counters are in use.
 func (s *summary) len() int { return len(s.counters) }
 

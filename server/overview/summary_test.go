@@ -10,6 +10,9 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 )
 
+// tally is a key's exact checks and denials in a stream.
+type tally struct{ checks, denied int64 }
+
 // stream is a test's traffic: a few heavy keys, each a known share, among
 // many light ones, in random order.
 type stream struct {
@@ -312,5 +315,62 @@ func BenchmarkDecidedSerial(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		c.Decided(limiter.Decision{Key: keys[idx[i&(1<<16-1)]], Policy: "api", Allowed: i%4 > 0, NowMs: nowMs})
+	}
+}
+
+// TestOnePercentAlwaysListed: keys of 1 % of a policy's checks each, whose
+// checks crowd into one bucket and trickle through the others (where the
+// light keys push them out of the summaries), split over two instances, are
+// all listed — more than TopRows of them — each counted within 1 %.
+func TestOnePercentAlwaysListed(t *testing.T) {
+	const heavy, perBucket = 30, 10_000
+	a, b := newCollector(Counters), newCollector(Counters)
+	a.Track([]string{"api"})
+	b.Track([]string{"api"})
+	r := rand.New(rand.NewPCG(5, 6))
+	t0 := int64(1_800_000_000_000) / BucketMs * BucketMs
+	exact := map[string]int64{}
+	var total int64
+	for bucket := range Buckets {
+		var keys []string
+		for i := range heavy {
+			n := 30
+			if i%Buckets == bucket {
+				n = 450
+			}
+			for range n {
+				keys = append(keys, fmt.Sprintf("heavy-%d", i))
+			}
+		}
+		for len(keys) < perBucket {
+			keys = append(keys, fmt.Sprintf("light-%d", r.IntN(100_000)))
+		}
+		r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		for i, k := range keys {
+			on := a
+			if r.IntN(2) == 1 {
+				on = b
+			}
+			on.Decided(limiter.Decision{Key: k, Policy: "api", Allowed: true, NowMs: t0 + int64(bucket*BucketMs+i*BucketMs/len(keys))})
+			exact[k]++
+			total++
+		}
+	}
+	nowMs := t0 + Buckets*BucketMs - 1
+	m := a.policy("api").minute(nowMs)
+	m.merge(b.policy("api").minute(nowMs).wire())
+	rows := m.top().Checks
+	listed := map[string]int64{}
+	for _, row := range rows {
+		listed[row.Key] = row.Checks
+	}
+	for i := range heavy {
+		k := fmt.Sprintf("heavy-%d", i)
+		got, ok := listed[k]
+		if !ok {
+			t.Errorf("%s (%d of %d checks) is not listed; %d rows", k, exact[k], total, len(rows))
+		} else if abs(got-exact[k]) > total/100 {
+			t.Errorf("%s counted %d, exact %d (±%d)", k, got, exact[k], total/100)
+		}
 	}
 }

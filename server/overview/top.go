@@ -13,44 +13,64 @@ const (
 	TopRows    = 20
 	MinShareOf = 100 // 1 %
 	MaxRows    = MinShareOf
-
-	// sentRows is how many keys of each list an instance sends others: with
-	// Counters of them a key's share missing from a merge is at most
-	// 1/sentRows of the policy's checks, as a summary's own error is.
-	sentRows = Counters
 )
 
-// tally is what the minute holds of one key: its checks (an overestimate
-// by at most the policy's checks / Counters) and the denials counted while
-// it held its counter.
-type tally struct {
-	checks, denied int64
+// A minute's counts are upper bounds. A key a summary holds is counted at
+// most the summary's floor (its smallest count, when full) too high; a key it
+// does not hold had at most that floor there, and is counted as if it had
+// it. So for every key, count ≥ its true count ≥ count − the sum of the
+// floors (≤ the policy's checks / Counters), and a key of at least
+// 1/MinShareOf of the checks always counts at least that much: it is always
+// listed.
+
+// estimates sums counts per key over several summaries (buckets, or
+// instances' minutes), each with the floor a key absent from it may have had
+// there.
+type estimates struct {
+	count map[string]int64 // summed over the summaries holding the key
+	held  map[string]int64 // the floors of the summaries holding it
+	floor int64            // the floors of all summaries
 }
+
+func newEstimates() estimates {
+	return estimates{count: map[string]int64{}, held: map[string]int64{}}
+}
+
+// add adds a summary's count of key, whose floor is floor.
+func (e *estimates) add(key string, n, floor int64) {
+	e.count[key] += n
+	e.held[key] += floor
+}
+
+// of is key's estimate: an upper bound of its true count.
+func (e *estimates) of(key string) int64 { return e.count[key] + e.floor - e.held[key] }
 
 // minute is a policy's heaviest keys over the last minute, of one instance
 // or merged from several.
 type minute struct {
-	checks  map[string]tally // by checks
-	denials map[string]int64 // by denials
+	checks  estimates        // by checks
+	tallied map[string]int64 // each key's denials while it held a counter of checks
+	denials estimates        // by denials (would-denials)
 	total   int64            // the policy's checks
 	denied  int64            // the policy's denials (would-denials)
 }
 
 func newMinute() *minute {
-	return &minute{checks: map[string]tally{}, denials: map[string]int64{}}
+	return &minute{checks: newEstimates(), tallied: map[string]int64{}, denials: newEstimates()}
 }
 
 // addSummaries adds one bucket's summaries.
 func (m *minute) addSummaries(checks, denials *summary) {
+	cf, df := checks.floor(), denials.floor()
 	for _, c := range checks.counters {
-		t := m.checks[c.key]
-		t.checks += c.count
-		t.denied += c.tally
-		m.checks[c.key] = t
+		m.checks.add(c.key, c.count, cf)
+		m.tallied[c.key] += c.tally
 	}
 	for _, c := range denials.counters {
-		m.denials[c.key] += c.count
+		m.denials.add(c.key, c.count, df)
 	}
+	m.checks.floor += cf
+	m.denials.floor += df
 	m.total += checks.total
 	m.denied += denials.total
 }
@@ -72,14 +92,14 @@ func (p *policyCounts) minute(nowMs int64) *minute {
 // merge adds another instance's minute.
 func (m *minute) merge(o wireTop) {
 	for _, r := range o.Checks {
-		t := m.checks[r.Key]
-		t.checks += r.Checks
-		t.denied += r.Denied
-		m.checks[r.Key] = t
+		m.checks.add(r.Key, r.Checks, o.Floor)
+		m.tallied[r.Key] += r.Denied
 	}
 	for _, r := range o.Denials {
-		m.denials[r.Key] += r.Denied
+		m.denials.add(r.Key, r.Denied, o.DeniedFloor)
 	}
+	m.checks.floor += o.Floor
+	m.denials.floor += o.DeniedFloor
 	m.total += o.Total
 	m.denied += o.Denied
 }
@@ -102,14 +122,15 @@ type Top struct {
 // the first TopRows and every further key of at least 1/MinShareOf of the
 // total (MaxRows at most).
 func (m *minute) top() Top {
-	byChecks := make([]Row, 0, len(m.checks))
-	for k, t := range m.checks {
-		byChecks = append(byChecks, Row{Key: k, Checks: t.checks, Denied: m.deniedOf(k, t)})
+	byChecks := make([]Row, 0, len(m.checks.count))
+	for k := range m.checks.count {
+		checks := m.checks.of(k)
+		byChecks = append(byChecks, Row{Key: k, Checks: checks, Denied: m.deniedOf(k, checks)})
 	}
-	byDenials := make([]Row, 0, len(m.denials))
-	for k, d := range m.denials {
-		if d > 0 {
-			byDenials = append(byDenials, Row{Key: k, Checks: max(m.checks[k].checks, d), Denied: d})
+	byDenials := make([]Row, 0, len(m.denials.count))
+	for k := range m.denials.count {
+		if d := m.denials.of(k); d > 0 {
+			byDenials = append(byDenials, Row{Key: k, Checks: max(m.checks.of(k), d), Denied: d})
 		}
 	}
 	return Top{
@@ -120,11 +141,11 @@ func (m *minute) top() Top {
 
 // deniedOf is a key's denials: from the summary of denials when it holds the
 // key there (the closer count), else the tally of its checks' counter.
-func (m *minute) deniedOf(k string, t tally) int64 {
-	if d, ok := m.denials[k]; ok {
-		return min(d, t.checks)
+func (m *minute) deniedOf(k string, checks int64) int64 {
+	if _, ok := m.denials.count[k]; ok {
+		return min(m.denials.of(k), checks)
 	}
-	return t.denied
+	return m.tallied[k]
 }
 
 // heaviest sorts rows by weight, heaviest first (ties by key), and keeps the
@@ -143,26 +164,46 @@ func heaviest(rows []Row, total int64, weight func(Row) int64) []Row {
 	return slices.Clip(rows[:n])
 }
 
-// wire is m as an instance sends it: the heaviest sentRows of each list.
+// sentRows is how many keys of each list an instance sends the others: its
+// heaviest. A key it does not send may have had at most the largest
+// estimate left out (or the floor, when none is): that is the floor the
+// others count it at, so estimates stay upper bounds, too high by at most
+// the policy's checks × (1/Counters + 1/sentRows) over all instances.
+const sentRows = Counters
+
+// wire is m as an instance sends it: the heaviest sentRows keys of each
+// list with their estimates, and the floor of a key not sent.
 func (m *minute) wire() wireTop {
 	w := wireTop{Total: m.total, Denied: m.denied}
-	checks := make([]wireRow, 0, len(m.checks))
-	for k, t := range m.checks {
-		checks = append(checks, wireRow{Key: k, Checks: t.checks, Denied: t.denied})
-	}
-	denials := make([]wireRow, 0, len(m.denials))
-	for k, d := range m.denials {
-		denials = append(denials, wireRow{Key: k, Denied: d})
-	}
-	w.Checks = firstRows(checks, func(r wireRow) int64 { return r.Checks })
-	w.Denials = firstRows(denials, func(r wireRow) int64 { return r.Denied })
+	w.Checks, w.Floor = heaviestSent(&m.checks, func(k string, n int64) wireRow {
+		return wireRow{Key: k, Checks: n, Denied: m.tallied[k]}
+	})
+	w.Denials, w.DeniedFloor = heaviestSent(&m.denials, func(k string, n int64) wireRow {
+		return wireRow{Key: k, Denied: n}
+	})
 	return w
 }
 
-func firstRows(rows []wireRow, weight func(wireRow) int64) []wireRow {
-	if len(rows) > sentRows {
-		slices.SortFunc(rows, func(a, b wireRow) int { return cmp.Compare(weight(b), weight(a)) })
-		rows = rows[:sentRows]
+// heaviestSent lists the sentRows keys of e with the largest estimates, and
+// the most a key left out may have had.
+func heaviestSent(e *estimates, row func(key string, n int64) wireRow) ([]wireRow, int64) {
+	type est struct {
+		key string
+		n   int64
 	}
-	return rows
+	all := make([]est, 0, len(e.count))
+	for k := range e.count {
+		all = append(all, est{k, e.of(k)})
+	}
+	floor := e.floor
+	if len(all) > sentRows {
+		slices.SortFunc(all, func(a, b est) int { return cmp.Compare(b.n, a.n) })
+		floor = max(floor, all[sentRows].n)
+		all = all[:sentRows]
+	}
+	rows := make([]wireRow, len(all))
+	for i, x := range all {
+		rows[i] = row(x.key, x.n)
+	}
+	return rows, floor
 }

@@ -51,10 +51,12 @@ type wireRates struct {
 
 // wireTop is an instance's minute of a policy (minute.wire).
 type wireTop struct {
-	Total   int64     `json:"n"`
-	Denied  int64     `json:"nd"`
-	Checks  []wireRow `json:"c"`
-	Denials []wireRow `json:"d"`
+	Total       int64     `json:"n"`
+	Denied      int64     `json:"nd"`
+	Floor       int64     `json:"f,omitempty"`  // the estimate of a key not in Checks
+	DeniedFloor int64     `json:"fd,omitempty"` // the estimate of a key not in Denials
+	Checks      []wireRow `json:"c"`
+	Denials     []wireRow `json:"d"`
 }
 
 type wireRow struct {
