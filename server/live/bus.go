@@ -48,7 +48,10 @@ func (v *View) publishLoop(ctx context.Context) {
 func (v *View) subscribeLoop(ctx context.Context) {
 	bus.Listen(ctx, v.d.Redis, v.receive, bus.ListenHooks{
 		Interrupted: func(err error) { v.d.Log.Warn("redis pub/sub interrupted; resubscribing", "err", err) },
-		Reconnect:   v.d.Metrics.PubSubReconnects.Inc,
+		Resubscribed: func(attempts int) {
+			v.d.Log.Info("redis pub/sub resubscribed", "attempts", attempts)
+		},
+		Reconnect: v.d.Metrics.PubSubReconnects.Inc,
 	})
 }
 
