@@ -2,12 +2,14 @@ package server
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/overview"
+	"github.com/ratescope/ratescope/views"
 )
 
 // overviewPolicy reads and checks ?policy= of an overview request (default
@@ -57,4 +59,55 @@ func handleOverviewWS(a *app, l *live.View, ov *overview.Overview) echo.HandlerF
 			l.ServeOverview(conn, policy, func() []byte { return ov.Message(policy) })
 		})
 	}
+}
+
+// handleOverviewPage renders the traffic overview for ?policy= (default the
+// sandbox), as the overview answers now; its script follows /ws/overview.
+func handleOverviewPage(a *app, ov *overview.Overview) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		policy, err := overviewPolicy(c, a)
+		if err != nil {
+			return err
+		}
+		st := ov.State(c.Request().Context(), policy)
+		page := views.OverviewPage{
+			Policy: policy, Instances: st.Instances,
+			TickMs: a.cfg.TickInterval.Milliseconds(), AssetVersion: a.instance,
+			Checks: overviewRows(st.Top.Checks), Denied: overviewRows(st.Top.Denied),
+		}
+		for _, p := range st.Policies {
+			if p.Name == policy {
+				page.Shadow = p.Shadow
+			}
+			page.Policies = append(page.Policies, views.OverviewPolicy{
+				Name: p.Name, Rules: rulesLabel(a.store, p.Name), Shadow: p.Shadow,
+				Allowed: p.Allowed, Denied: p.Denied, ShadowDenied: p.ShadowDenied, Cached: p.Cached,
+			})
+		}
+		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+		c.Response().Header().Set("Cache-Control", "no-store")
+		c.Response().WriteHeader(http.StatusOK)
+		return views.Overview(page).Render(c.Request().Context(), c.Response())
+	}
+}
+
+func overviewRows(rows []overview.Row) []views.OverviewRow {
+	out := make([]views.OverviewRow, len(rows))
+	for i, r := range rows {
+		out[i] = views.OverviewRow{Key: r.Key, Checks: r.Checks, Denied: r.Denied}
+	}
+	return out
+}
+
+// rulesLabel names a policy's rules for people, e.g. "5 per 10s, 100 per 1m".
+func rulesLabel(s *configStore, name string) string {
+	p, ok := s.lookup(name)
+	if !ok {
+		return ""
+	}
+	labels := make([]string, len(p.Rules))
+	for i, r := range p.Rules {
+		labels[i] = ruleLabel(r)
+	}
+	return strings.Join(labels, ", ")
 }

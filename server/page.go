@@ -37,7 +37,7 @@ func handlePage(a *app) echo.HandlerFunc {
 			policies[i] = views.Policy{Name: p.Name, Algorithm: string(p.Policy.AlgorithmName()), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				policies[i].Rules = append(policies[i].Rules, views.Rule{
-					Limit: r.Limit, WindowMs: r.WindowMs(), Label: fmt.Sprintf("%d per %s", r.Limit, limiter.WindowString(r.Window)),
+					Limit: r.Limit, WindowMs: r.WindowMs(), Label: ruleLabel(r),
 				})
 			}
 		}
@@ -51,6 +51,11 @@ func handlePage(a *app) echo.HandlerFunc {
 		c.Response().WriteHeader(http.StatusOK)
 		return views.IndexPage(page).Render(c.Request().Context(), c.Response())
 	}
+}
+
+// ruleLabel names a rule for people: "5 per 10s".
+func ruleLabel(r limiter.Rule) string {
+	return fmt.Sprintf("%d per %s", r.Limit, limiter.WindowString(r.Window))
 }
 
 // pageFacts are what every page and its scripts read of the server rather

@@ -24,6 +24,7 @@ func routes(e *echo.Echo, a *app) {
 
 	e.GET("/", handlePage(a))
 	e.GET("/lab", handleLabPage(a))
+	e.GET("/overview", handleOverviewPage(a, a.overview))
 	e.GET("/static/*", handleStatic())
 	e.GET("/ws", handleWS(a, a.live))
 	e.GET("/ws/lab", handleLabWS(a, a.live))

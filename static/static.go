@@ -10,11 +10,11 @@ import (
 	"io/fs"
 )
 
-// FS holds app.css, lab.css, favicon.svg and js/ (ES modules, entry js/main.js) at its
+// FS holds app.css, lab.css, overview.css, favicon.svg and js/ (ES modules, entry js/main.js) at its
 // root; the server serves it under /static/ (the page links them as
 // /static/<name>?v=<version>; modules import each other by relative URL).
 //
-//go:embed app.css lab.css favicon.svg js
+//go:embed app.css lab.css overview.css favicon.svg js
 var FS embed.FS
 
 // ETag names this build's front end: a hash of every embedded file. Module
