@@ -30,6 +30,11 @@
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-algos --viewers 1000,2000,10000
 //	go run ./cmd/ratescope-load --failover                   # a Sentinel failover under load, ~16 min
 //
+// With --overview it also measures what the traffic overview costs the check
+// path, with nobody watching it and with one watcher (overview.go):
+//
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --overview
+//
 // With --envoy it also measures the Envoy rate limit service against
 // envoyproxy/ratelimit built from its source (envoy.go):
 //
@@ -70,6 +75,7 @@ type options struct {
 	skipReference bool
 	out           string
 	// The Envoy phase, off unless --envoy: it builds envoyproxy/ratelimit.
+	overview        bool
 	envoy           bool
 	envoySrc        string
 	envoyLocalCache int
@@ -110,6 +116,7 @@ func main() {
 	flag.DurationVar(&o.traceDuration, "trace-duration", time.Minute, "how long the algorithms phase's trace lasts (it is replayed in real time)")
 	flag.BoolVar(&o.skipReference, "skip-reference", false, "measure ratescope's fan-out without the reference server beside it")
 	flag.StringVar(&o.out, "out", "", "also write the report to this file")
+	flag.BoolVar(&o.overview, "overview", false, "also run the overview phase: check / healthz with nobody watching the traffic overview, and with one watcher (two server processes)")
 	flag.BoolVar(&o.envoy, "envoy", false, "also run the Envoy phase: ShouldRateLimit against envoyproxy/ratelimit built from its source (needs git and go)")
 	flag.StringVar(&o.envoySrc, "envoy-rl-src", "", "envoyproxy/ratelimit's source for --envoy: a checkout, or a git repository to clone; empty: a shallow clone of github.com/envoyproxy/ratelimit")
 	flag.IntVar(&o.envoyLocalCache, "envoy-rl-local-cache", 0, "also measure envoyproxy/ratelimit with LOCAL_CACHE_SIZE_IN_BYTES set to this (its over-limit cache); 0: not")
@@ -237,6 +244,7 @@ func run(o options) error {
 		{"library", o.skipLib, measureLibrary},
 		{"WebSocket fan-out", o.skipWS, measureFanOut},
 		{"algorithms", o.skipAlgos, measureAlgorithms},
+		{"overview", !o.overview, measureOverview},
 		{"Envoy", !o.envoy, measureEnvoy},
 	}
 	var failed []string

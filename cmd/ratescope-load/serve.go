@@ -166,8 +166,14 @@ type serverProc struct {
 // connections and viewers per client are off: it measures the server, not
 // its caps.
 func startServer(ctx context.Context, dir, redisURL string, args ...string) (*serverProc, error) {
+	return startServerAs(ctx, dir, "the ratescope server", "server.log", redisURL, args...)
+}
+
+// startServerAs is startServer for one of several servers: its name and
+// log file are its own.
+func startServerAs(ctx context.Context, dir, name, logName, redisURL string, args ...string) (*serverProc, error) {
 	uncapped := []string{"--max-conns-per-client", "0", "--max-viewers", "0", "--max-viewers-per-client", "0"}
-	return startProc(ctx, dir, "the ratescope server", "server.log", []string{"REDIS_URL=" + redisURL}, "serve", append(uncapped, args...)...)
+	return startProc(ctx, dir, name, logName, []string{"REDIS_URL=" + redisURL}, "serve", append(uncapped, args...)...)
 }
 
 // startReference runs the reference server (reference.go), this binary
