@@ -233,7 +233,7 @@ func topbar(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"topbar-meta\"><a class=\"nav-link\" href=\"/overview\" data-testid=\"overview-link\" title=\"Every policy's traffic and who is being limited right now\">traffic overview</a> <a class=\"nav-link\" href=\"/lab\" data-testid=\"lab-link\" title=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "<div class=\"topbar-meta\"><a class=\"nav-link nav-overview\" href=\"/overview\" data-testid=\"overview-link\" title=\"Every policy's traffic and who is being limited right now\">traffic overview</a> <a class=\"nav-link\" href=\"/lab\" data-testid=\"lab-link\" title=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
