@@ -1,14 +1,19 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/ratescope/ratescope/internal/apptest"
 )
 
 // overviewState is what the overview tests read from the page, by
@@ -129,7 +134,7 @@ func TestOverview(t *testing.T) {
 	if !strings.Contains(s.Policies["api"], "/s") {
 		t.Errorf("the api card shows no rate: %q", s.Policies["api"])
 	}
-	shot(t, tb, 1280, "overview.png")
+	shot(t, tb, 1280, "")
 
 	// A row opens that client's live window.
 	tb.run("open heavy-new's window", chromedp.Click(`[data-testid="overview-top-checks"] [data-testid="overview-key"]`, chromedp.NodeVisible),
@@ -166,5 +171,83 @@ func TestOverviewNarrow(t *testing.T) {
 	s := tb.waitOverview("live with a row", func(s overviewState) bool { return s.Status == "live" && len(s.Checks) == 1 })
 	if s.ScrollW > 390 {
 		t.Errorf("at 390 px the overview scrolls sideways: scrollWidth %d", s.ScrollW)
+	}
+}
+
+// TestOverviewTwoInstances: steady traffic over two instances — a few heavy
+// clients among hundreds of light ones — reaches the page of either as one
+// overview: both instances counted, the heaviest client first with the
+// checks of both, its sparkline moving. RATESCOPE_SCREENSHOT=1 writes
+// docs/overview.png from it.
+func TestOverviewTwoInstances(t *testing.T) {
+	e := start(t, "--policy", "api=50/1m", "--policy", "search=30/1m+shadow")
+	other := apptest.Start(t, map[string]string{"REDIS_URL": "redis://" + e.rdb.Options().Addr, "RATESCOPE_CHECK_TIMEOUT": "3s"},
+		"--policy", "api=50/1m", "--policy", "search=30/1m+shadow")
+	ctx, stop := context.WithCancel(context.Background())
+	var sent sync.WaitGroup
+	var heaviest [2]int64 // checks of mobile-app-7 sent to each instance
+	for i, base := range []string{e.app.URL, other.URL} {
+		sent.Go(func() { heaviest[i] = steadyTraffic(ctx, base, uint64(i)) })
+	}
+	defer func() { stop(); sent.Wait() }()
+
+	tb := openTab(t, browser(t), "overview")
+	tb.run("emulate a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
+	tb.run("open the overview", chromedp.Navigate(other.URL+"/overview?policy=api"))
+	tb.waitOverview("both instances, mobile-app-7 first", func(s overviewState) bool {
+		return s.Status == "live" && len(s.Checks) >= 20 && s.Checks[0].Key == "mobile-app-7" && len(s.Denied) > 0 &&
+			evaluate[string](tb, `document.getElementById('overview-instances').textContent`) == "2"
+	})
+	time.Sleep(6 * time.Second) // let the sparklines draw a few seconds of traffic
+	shot(t, tb, 1280, "overview.png")
+	stop()
+	sent.Wait()
+	total := heaviest[0] + heaviest[1]
+	s := tb.waitOverview("mobile-app-7 with every check of both instances", func(s overviewState) bool {
+		return len(s.Checks) > 0 && s.Checks[0].Checks == strconv.FormatInt(total, 10)
+	})
+	if s.Checks[0].Key != "mobile-app-7" {
+		t.Errorf("the first row %+v, want mobile-app-7", s.Checks[0])
+	}
+}
+
+// steadyTraffic sends about 60 checks a second to base until ctx ends: a
+// third to api's heaviest client, mobile-app-7, a few heavy ones beside it,
+// the rest over 400 light keys, and a crawler and readers on the shadow
+// policy. It returns how many checks of mobile-app-7 it sent.
+func steadyTraffic(ctx context.Context, base string, seed uint64) int64 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	heavy := []string{"mobile-app-7", "partner-acme", "10.0.4.17", "batch-export"}
+	var n int64
+	tick := time.NewTicker(16 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return n
+		case <-tick.C:
+		}
+		policy, key := "api", ""
+		switch x := r.IntN(100); {
+		case x < 30:
+			key = heavy[0]
+			n++
+		case x < 55:
+			key = heavy[1+r.IntN(3)]
+		case x < 85:
+			key = fmt.Sprintf("user-%d", r.IntN(400))
+		case x < 93:
+			policy, key = "search", "crawler-9"
+		default:
+			policy, key = "search", fmt.Sprintf("reader-%d", r.IntN(100))
+		}
+		resp, err := http.Post(base+"/api/v1/check?policy="+policy+"&key="+key, "", nil)
+		if err != nil {
+			if key == heavy[0] {
+				n--
+			}
+			continue
+		}
+		resp.Body.Close()
 	}
 }
