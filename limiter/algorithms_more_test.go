@@ -232,13 +232,13 @@ func TestClusterAlgorithms(t *testing.T) {
 			t0 := redisNow(t, client)
 			var m ruleModel
 			switch alg {
-			case limiter.Fixed, limiter.Counter:
-				m = emptyModel(alg, 3, 60_000)
-				m.take(t0, 3)
 			case limiter.GCRA:
 				m = &gcraModel{l: 3, w: 60_000, tat: (t0 + 200 + 60_000 - 20_000) * 3}
 			case limiter.Bucket:
 				m = &bucketModel{l: 3, w: 60_000, units: 60_000 - 600, last: t0}
+			default: // full at t0
+				m = emptyModel(alg, 3, 60_000)
+				m.take(t0, 3)
 			}
 			key := uniqueKey(t)
 			seedModel(t, client, key, p2, policyModel{m})
