@@ -1,0 +1,208 @@
+package e2e_test
+
+// The page for learners: what a newcomer needs to read the window without
+// knowing what happened before the tab opened — the entries already in it
+// listed in the log, a clock people can read, every entry of a burst
+// visible, a lab that survives a reload, and hints where a number or a list
+// says less than it seems.
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// earlierRow is a log row as the learner tests read it.
+type earlierRow struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Earlier bool   `json:"earlier"`
+	Text    string `json:"text"`
+}
+
+type logView struct {
+	Rows      []earlierRow `json:"rows"`
+	Count     string       `json:"count"`
+	EmptyText string       `json:"emptyText"` // what the log's ::before says: "none" unless it reads "No decisions yet"
+	Notes     []string     `json:"notes"`
+}
+
+const logViewJS = `(() => {
+  const log = document.querySelector('[data-testid="log"]');
+  const rows = Array.from(log.querySelectorAll('[data-testid="log-entry"]'), (e) => ({
+    id: e.getAttribute('data-id') || '',
+    status: (e.querySelector('.badge') || {}).textContent || '',
+    earlier: e.getAttribute('data-earlier') === 'true',
+    text: e.textContent.replace(/\s+/g, ' ').trim(),
+  }));
+  return {
+    rows: rows,
+    count: document.querySelector('[data-testid="count"]').textContent.trim(),
+    emptyText: getComputedStyle(log, '::before').content,
+    notes: Array.from(log.querySelectorAll('.log-note'), (e) => e.textContent.replace(/\s+/g, ' ').trim()),
+  };
+})()`
+
+// TestLogListsTheWindowOnLoad: a tab opened on a full window lists the five
+// entries already in it, marked as recorded before the tab opened, instead
+// of "No decisions yet" beside 5 / 5.
+func TestLogListsTheWindowOnLoad(t *testing.T) {
+	e := start(t, "--policy", "demo=5/60s") // nothing slides out while the test runs
+	for i := range 5 {
+		if code, body := check(t, e.app.URL, "demo", e.key); code != 200 {
+			t.Fatalf("check %d: %d %v", i+1, code, body)
+		}
+	}
+	ids := memberIDs(e.members(t))
+	tb := openTab(t, browser(t), "tab")
+	tb.navigate(e.pageURL())
+	deadline := time.Now().Add(waitTimeout)
+	var v logView
+	for {
+		v = evaluate[logView](tb, logViewJS)
+		var got []string
+		earlier := true
+		for _, r := range v.Rows {
+			got = append(got, r.ID)
+			earlier = earlier && r.Earlier && r.Status == "200"
+		}
+		if v.Count == "5 / 5" && earlier && sameSet(got, ids) && v.EmptyText == "none" && len(v.Notes) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for the log to list the window's 5 entries %v as recorded before the tab opened; it shows %+v", waitTimeout, ids, v)
+		}
+		time.Sleep(pollEvery)
+	}
+	if !strings.Contains(v.Notes[0], "5 entries in the window when this tab opened") {
+		t.Errorf("the note reads %q", v.Notes[0])
+	}
+	for _, r := range v.Rows {
+		if !strings.Contains(r.Text, "before this tab") {
+			t.Errorf("row %q does not say it was recorded before this tab opened", r.Text)
+		}
+	}
+
+	// A decision seen live goes on top, unmarked.
+	tb.click("send")
+	tb.waitFor("the 429 on top of the earlier rows", func(s pageState) bool {
+		return len(s.Log) == 6 && s.Log[0].Status == "429"
+	})
+}
+
+// TestClockShowsUTC: beside the epoch milliseconds, the clock reads the same
+// instant as HH:MM:SS.mmm in UTC.
+func TestClockShowsUTC(t *testing.T) {
+	e := start(t)
+	tb := openTab(t, browser(t), "tab")
+	tb.navigate(e.pageURL())
+	utcRE := regexp.MustCompile(`^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}$`)
+	var last [2]string
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		// One evaluation reads both: the page writes them in the same frame.
+		last = evaluate[[2]string](tb, `[document.querySelector('[data-testid="clock"]').textContent.trim(),
+  (document.querySelector('[data-testid="clock-utc"]') || {textContent: ''}).textContent.trim()]`)
+		if ms, ok := clockMs(last[0]); ok && utcRE.MatchString(last[1]) {
+			if want := time.UnixMilli(ms).UTC().Format("15:04:05.000"); last[1] != want {
+				t.Fatalf("clock %s reads %q in UTC, want %q", last[0], last[1], want)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for a 13-digit clock beside HH:MM:SS.mmm: clock %q, clock-utc %q", waitTimeout, last[0], last[1])
+		}
+		time.Sleep(pollEvery)
+	}
+	label := evaluate[string](tb, `document.querySelector('.readout-clock').textContent.replace(/\s+/g, ' ')`)
+	if !strings.Contains(label, "UTC") {
+		t.Errorf("the clock's readout %q does not say the time is UTC", label)
+	}
+}
+
+// hintView is the log's scroll hint beside what the list really shows.
+type hintView struct {
+	Shown  bool   `json:"shown"`
+	Text   string `json:"text"`
+	Rows   int    `json:"rows"`   // rows in the list
+	Hidden int    `json:"hidden"` // rows that end below the list's visible part
+}
+
+const hintJS = `(() => {
+  const log = document.querySelector('[data-testid="log"]');
+  const hint = document.querySelector('[data-testid="log-more"]');
+  const box = log.getBoundingClientRect();
+  const rows = Array.from(log.children);
+  const hidden = rows.filter((li) => li.getBoundingClientRect().bottom > box.bottom + 1).length;
+  const shown = !!hint && !hint.hidden && getComputedStyle(hint).display !== 'none' && hint.getBoundingClientRect().height > 0;
+  return { shown: shown, text: hint ? hint.textContent.trim() : '', rows: rows.length, hidden: hidden };
+})()`
+
+// TestLogScrollHint: when the decisions box holds more rows than fit, a hint
+// says how many lie below; scrolled to the end, it goes.
+func TestLogScrollHint(t *testing.T) {
+	e := start(t, "--policy", "demo=5/60s")
+	tb := openTab(t, browser(t), "tab")
+	tb.run("emulate a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
+	tb.navigate(e.pageURL())
+	e.boundary(t, tb, 60)
+	for i := range 5 {
+		tb.click("send")
+		tb.waitFor(fmt.Sprintf("%d more 429s", i+1), func(s pageState) bool { return len(s.Log) == 7+i })
+	}
+	var v hintView
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		v = evaluate[hintView](tb, hintJS)
+		if v.Hidden > 0 && v.Shown && v.Text == fmt.Sprintf("↓ %d more rows below: scroll the list", v.Hidden) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for the scroll hint to name the rows below; the log shows %+v", waitTimeout, v)
+		}
+		time.Sleep(pollEvery)
+	}
+	tb.run("scroll the log to its end", chromedp.Evaluate[chromedp.Void](`(() => {
+  const log = document.querySelector('[data-testid="log"]');
+  log.scrollTop = log.scrollHeight;
+})()`))
+	deadline = time.Now().Add(waitTimeout)
+	for {
+		v = evaluate[hintView](tb, hintJS)
+		if v.Hidden == 0 && !v.Shown {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for the hint to go at the end of the list; the log shows %+v", waitTimeout, v)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
+// TestLabMaxExplained: each lane's "max" says what it counts where it is
+// shown, not only in the legend under the lanes.
+func TestLabMaxExplained(t *testing.T) {
+	e := start(t)
+	tb := openTab(t, browser(t), "tab")
+	for _, w := range []int64{1280, 390} {
+		tb.run("viewport", chromedp.EmulateViewport(w, 844))
+		tb.openLab(labURL(e.app.URL, e.key, 5, 10, "burst"))
+		got := evaluate[[]string](tb, `['log', 'fixed', 'counter', 'gcra', 'bucket'].map((a) => {
+  const stat = document.querySelector('[data-testid="lab-max-' + a + '"]').parentElement;
+  const r = stat.getBoundingClientRect();
+  return (r.width > 0 && r.height > 0 ? '' : 'hidden ') + stat.textContent.replace(/\s+/g, ' ').trim() + ' | ' + (stat.title || '');
+})`)
+		for _, s := range got {
+			if !regexp.MustCompile(`^max \d+ in one window \| the most allowed in any sliding window of the rule's length`).MatchString(s) {
+				t.Errorf("at %d px a lane's max reads %q: not explained where it is shown", w, s)
+			}
+		}
+		if p := evaluate[[]string](tb, labLayoutJS); len(p) > 0 {
+			t.Errorf("at %d px: %s", w, strings.Join(p, "\n"))
+		}
+	}
+}
