@@ -206,3 +206,65 @@ func TestLabMaxExplained(t *testing.T) {
 		}
 	}
 }
+
+// dotsView is where the timeline draws its entries, as the page lays them out.
+type dotsView struct {
+	Entries  int      `json:"entries"`
+	Distinct int      `json:"distinct"` // distinct dot centres, to the pixel
+	Outside  []string `json:"outside"`  // dots whose centre lies outside the plot
+	Caption  string   `json:"caption"`
+}
+
+const dotsJS = `(() => {
+  const plot = document.getElementById('tl-plot').getBoundingClientRect();
+  const seen = new Set();
+  const outside = [];
+  const entries = document.querySelectorAll('[data-testid="timeline"] [data-testid="timeline-entry"]');
+  for (const e of entries) {
+    const r = e.getBoundingClientRect(); // a dot is drawn centred on its element's origin
+    seen.add(Math.round(r.left) + ',' + Math.round(r.top));
+    if (r.left < plot.left || r.left > plot.right || r.top < plot.top || r.top > plot.bottom) outside.push(e.getAttribute('data-id'));
+  }
+  return { entries: entries.length, distinct: seen.size, outside: outside.slice(0, 5),
+    caption: document.getElementById('tl-caption').textContent };
+})()`
+
+// TestBurstFansOut: after "Race naive" the window holds far more than the
+// limit, recorded within a few milliseconds; every entry gets a dot of its
+// own inside the plot instead of a handful of stacks.
+func TestBurstFansOut(t *testing.T) {
+	e := start(t, "--policy", "demo=5/60s")
+	tb := openTab(t, browser(t), "tab")
+	tb.run("emulate a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
+	tb.navigate(e.pageURL())
+	tb.click("race-naive")
+	var ids []string
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		if s := tb.state(); len(s.IDs) > 7 {
+			if ids = memberIDs(e.members(t)); sameSet(s.IDs, ids) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for the naive race's entries on the timeline; the ZSET holds %d", waitTimeout, len(ids))
+		}
+		time.Sleep(pollEvery)
+	}
+	if len(ids) <= 2*7 {
+		t.Fatalf("the naive race let only %d through: too few to show a fan", len(ids))
+	}
+	var v dotsView
+	deadline = time.Now().Add(waitTimeout)
+	for {
+		v = evaluate[dotsView](tb, dotsJS)
+		if v.Entries == len(ids) && v.Distinct == len(ids) && len(v.Outside) == 0 && strings.Contains(v.Caption, "fan out") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %d dots each in a place of its own inside the plot; the timeline shows %+v", waitTimeout, len(ids), v)
+		}
+		time.Sleep(pollEvery)
+	}
+	t.Logf("%d entries, %d distinct dots; caption %q", v.Entries, v.Distinct, v.Caption)
+}

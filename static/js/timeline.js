@@ -3,7 +3,7 @@
 // (`timeline-entry`) in one strip that moves with one transform; beyond, one
 // canvas draws them as dots while every entry is known, or as a density band.
 
-import { SPAN } from './window-model.js';
+import { SPAN, LANES } from './window-model.js';
 import { fmtInt, fmtDuration, fmtClock } from './format.js';
 
 export const DOM_MAX = 200;
@@ -16,6 +16,41 @@ const REDRAW_MS = 33; // new data alone redraws the canvas at most this often
 // laneY is the vertical place of a lane, as a fraction of the plot's height.
 function laneY(lane) {
   return 0.14 + 0.12 * lane;
+}
+
+// A burst — more dots than lanes within one dot's width, e.g. a race's 200
+// entries in a few milliseconds — fans out into a grid that ends at the
+// burst's newest score, so every entry stays visible.
+const DOT_PX = 14; // a dot's diameter
+const FAN_ROWS = 13; // rows of a dense fan (smaller dots), between the lanes' top and bottom
+const FAN_STEP_PX = 10; // columns apart, at most
+const FAN_MAX_PX = 160; // the widest a fan gets
+
+// fan places the dots of items ({ms, lane}, ascending ms) at pxPerMs: each
+// gets {dx, row, rows}, dx in px from its own score (0 outside a burst),
+// row and rows its place across the plot's height (rows 0: its lane).
+export function fan(items, pxPerMs) {
+  const out = new Array(items.length);
+  const reach = DOT_PX / pxPerMs; // ms within one dot's width
+  for (let i = 0; i < items.length;) {
+    let j = i + 1;
+    while (j < items.length && items[j].ms - items[i].ms < reach) j++;
+    const n = j - i;
+    if (n <= LANES) {
+      for (let k = i; k < j; k++) out[k] = { dx: 0, row: items[k].lane, rows: 0 };
+    } else {
+      const rows = n > 2 * LANES ? FAN_ROWS : LANES;
+      const cols = Math.ceil(n / rows);
+      const step = Math.min(FAN_STEP_PX, FAN_MAX_PX / (cols - 1));
+      const end = items[j - 1].ms;
+      for (let k = i; k < j; k++) {
+        const col = Math.floor((k - i) / rows);
+        out[k] = { dx: (end - items[k].ms) * pxPerMs - (cols - 1 - col) * step, row: (k - i) % rows, rows: rows };
+      }
+    }
+    i = j;
+  }
+  return out;
 }
 
 export class Timeline {
@@ -87,17 +122,20 @@ export class Timeline {
     if (p - this.captionAt >= CAPTION_EVERY_MS) {
       this.captionAt = p;
       if (mode === 'band' && !d) d = model.density(t);
-      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d) : '');
+      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d, mode === 'dom' ? this.strip.fanned : 0) : '');
     }
   }
 }
 
 // caption says exactly what the timeline draws.
-function caption(mode, model, count, d) {
+function caption(mode, model, count, d, fanned) {
   const n = count === null ? 0 : count;
   const entries = (k) => fmtInt(k) + (Math.round(k) === 1 ? ' entry' : ' entries');
   if (mode === 'dom') {
-    return n === 0 ? 'The window is empty.' : entries(n) + ' in the window, each drawn as a dot at its score.';
+    if (n === 0) return 'The window is empty.';
+    const s = entries(n) + ' in the window, each drawn as a dot at its score';
+    if (!fanned) return s + '.';
+    return s + '; ' + fmtInt(fanned) + ' scored within a few milliseconds of each other fan out to the left of the newest, so every one shows.';
   }
   if (mode === 'dots') return entries(n) + ' in the window, each drawn as a dot at its score, on one canvas.';
   let s = entries(n) + ' in the window, too many for dots: the band\'s thickness is the count per ' +
@@ -126,6 +164,7 @@ class Strip {
     this.ghosts = []; // {el, until}: entries fading out, without the testid
     this.origin = 0; // Redis ms at left offset 0
     this.pxPerMs = 0;
+    this.fanned = 0; // dots fanned out of a burst
   }
 
   clear() {
@@ -133,17 +172,27 @@ class Strip {
     this.els.clear();
     this.ghosts = [];
     this.pxPerMs = 0;
+    this.fanned = 0;
   }
 
   render(model, g) {
     const pxPerMs = g.width / g.span;
-    if (pxPerMs !== this.pxPerMs || Math.abs(g.t - this.origin) > g.span) this.rebase(g.t, pxPerMs);
+    let changed = false;
+    if (pxPerMs !== this.pxPerMs) changed = true;
+    if (changed || Math.abs(g.t - this.origin) > g.span) this.rebase(g.t, pxPerMs);
     for (const [id, el] of this.els) {
-      if (!model.entries.has(id)) this.retire(id, el, Number(el.dataset.ms) <= g.cutoff ? 'is-leaving' : 'is-dropped');
+      if (!model.entries.has(id)) {
+        this.retire(id, el, Number(el.dataset.ms) <= g.cutoff ? 'is-leaving' : 'is-dropped');
+        changed = true;
+      }
     }
     for (const [id, e] of model.entries) {
-      if (!this.els.has(id)) this.add(id, e);
+      if (!this.els.has(id)) {
+        this.add(id, e);
+        changed = true;
+      }
     }
+    if (changed) this.layout();
     const p = performance.now();
     let keep = 0;
     for (const gh of this.ghosts) {
@@ -163,12 +212,42 @@ class Strip {
   }
 
   place(el) {
-    el.style.left = ((Number(el.dataset.ms) - this.origin) * this.pxPerMs).toFixed(1) + 'px';
+    el.style.left = ((Number(el.dataset.ms) - this.origin) * this.pxPerMs + (el.fanDx || 0)).toFixed(1) + 'px';
+  }
+
+  // layout fans out the bursts (see fan) when the entries change; only the
+  // dots whose place changes are written.
+  layout() {
+    const items = [];
+    for (const el of this.els.values()) items.push({ el: el, ms: Number(el.dataset.ms), lane: el.lane });
+    items.sort((a, b) => a.ms - b.ms);
+    const places = fan(items, this.pxPerMs);
+    let fanned = 0;
+    for (let k = 0; k < items.length; k++) {
+      const el = items[k].el;
+      const p = places[k];
+      const top = p.rows ? (14 + 72 * p.row / (p.rows - 1)).toFixed(2) + '%' : '';
+      const packed = p.rows > LANES;
+      if (p.rows) fanned++;
+      if (el.fanDx !== p.dx) {
+        el.fanDx = p.dx;
+        this.place(el);
+      }
+      if (el.fanTop !== top) {
+        el.fanTop = top;
+        el.style.top = top;
+      }
+      if (el.classList.contains('is-packed') !== packed) el.classList.toggle('is-packed', packed);
+    }
+    this.fanned = fanned;
   }
 
   add(id, e) {
     const el = document.createElement('span');
     el.className = 'tl-entry lane-' + e.lane;
+    el.lane = e.lane;
+    el.fanDx = 0;
+    el.fanTop = '';
     el.dataset.testid = 'timeline-entry';
     el.dataset.id = id;
     el.dataset.ms = String(e.ms);
