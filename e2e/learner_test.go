@@ -8,7 +8,10 @@ package e2e_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -267,4 +270,52 @@ func TestBurstFansOut(t *testing.T) {
 		time.Sleep(pollEvery)
 	}
 	t.Logf("%d entries, %d distinct dots; caption %q", v.Entries, v.Distinct, v.Caption)
+}
+
+// TestLabSurvivesReload: a lab's requests of the last window come back after
+// a reload, and reach a tab that joins later, each mark allowed or denied
+// alike; a reset empties them for tabs that join after it.
+func TestLabSurvivesReload(t *testing.T) {
+	e := start(t)
+	one := openTab(t, browser(t), "tab 1")
+	u := labURL(e.app.URL, e.key, 3, 60, "burst") // a long window: nothing expires meanwhile
+	one.openLab(u)
+	a := one.runLab(6, waitTimeout)
+	same := func(s labState) bool {
+		for _, alg := range labAlgorithms {
+			if !slices.Equal(s.Marks[alg], a.Marks[alg]) {
+				return false
+			}
+		}
+		return true
+	}
+	one.openLab(u)
+	b := one.waitLab(waitTimeout, "the run's marks after a reload", same)
+	for _, alg := range labAlgorithms {
+		if b.Counts[alg] != a.Counts[alg] || b.Maxes[alg] != a.Maxes[alg] {
+			t.Errorf("%s after a reload: %s allowed, max %s; before %s, max %s", alg, b.Counts[alg], b.Maxes[alg], a.Counts[alg], a.Maxes[alg])
+		}
+	}
+	two := openTab(t, one.ctx, "tab 2")
+	two.openLab(u)
+	two.waitLab(waitTimeout, "the run's marks in a tab that joins later", same)
+
+	req, err := http.NewRequest(http.MethodDelete, e.app.URL+"/api/v1/lab?lab="+url.QueryEscape(e.key), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE /api/v1/lab: %s", resp.Status)
+	}
+	three := openTab(t, one.ctx, "tab 3")
+	three.openLab(u)
+	time.Sleep(time.Second) // what a snapshot would bring has arrived by now
+	if s := three.labState(); len(s.Marks["log"]) != 0 {
+		t.Errorf("after a reset a tab that joins shows %d marks, want none", len(s.Marks["log"]))
+	}
 }
