@@ -19,6 +19,23 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
+// waitEval evaluates js in the page until ok accepts its value, for at most
+// waitTimeout, and fails the test with the last value when it does not.
+func waitEval[T any](tb *tab, what, js string, ok func(T) bool) T {
+	tb.t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		v := evaluate[T](tb, js)
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("%s: waited %s for %s; the page shows %+v", tb.name, waitTimeout, what, v)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 // earlierRow is a log row as the learner tests read it.
 type earlierRow struct {
 	ID      string `json:"id"`
@@ -63,24 +80,15 @@ func TestLogListsTheWindowOnLoad(t *testing.T) {
 	ids := memberIDs(e.members(t))
 	tb := openTab(t, browser(t), "tab")
 	tb.navigate(e.pageURL())
-	deadline := time.Now().Add(waitTimeout)
-	var v logView
-	for {
-		v = evaluate[logView](tb, logViewJS)
+	v := waitEval(tb, fmt.Sprintf("the log to list the window's entries %v as recorded before the tab opened", ids), logViewJS, func(v logView) bool {
 		var got []string
 		earlier := true
 		for _, r := range v.Rows {
 			got = append(got, r.ID)
 			earlier = earlier && r.Earlier && r.Status == "200"
 		}
-		if v.Count == "5 / 5" && earlier && sameSet(got, ids) && v.EmptyText == "none" && len(v.Notes) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for the log to list the window's 5 entries %v as recorded before the tab opened; it shows %+v", waitTimeout, ids, v)
-		}
-		time.Sleep(pollEvery)
-	}
+		return v.Count == "5 / 5" && earlier && sameSet(got, ids) && v.EmptyText == "none" && len(v.Notes) == 1
+	})
 	if !strings.Contains(v.Notes[0], "5 entries in the window when this tab opened") {
 		t.Errorf("the note reads %q", v.Notes[0])
 	}
@@ -104,22 +112,14 @@ func TestClockShowsUTC(t *testing.T) {
 	tb := openTab(t, browser(t), "tab")
 	tb.navigate(e.pageURL())
 	utcRE := regexp.MustCompile(`^[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}$`)
-	var last [2]string
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		// One evaluation reads both: the page writes them in the same frame.
-		last = evaluate[[2]string](tb, `[document.querySelector('[data-testid="clock"]').textContent.trim(),
-  (document.querySelector('[data-testid="clock-utc"]') || {textContent: ''}).textContent.trim()]`)
-		if ms, ok := clockMs(last[0]); ok && utcRE.MatchString(last[1]) {
-			if want := time.UnixMilli(ms).UTC().Format("15:04:05.000"); last[1] != want {
-				t.Fatalf("clock %s reads %q in UTC, want %q", last[0], last[1], want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for a 13-digit clock beside HH:MM:SS.mmm: clock %q, clock-utc %q", waitTimeout, last[0], last[1])
-		}
-		time.Sleep(pollEvery)
+	// One evaluation reads both: the page writes them in the same frame.
+	c := waitEval(tb, "a 13-digit clock beside HH:MM:SS.mmm", `[document.querySelector('[data-testid="clock"]').textContent.trim(),
+  (document.querySelector('[data-testid="clock-utc"]') || {textContent: ''}).textContent.trim()]`, func(c [2]string) bool {
+		return clockRE.MatchString(c[0]) && utcRE.MatchString(c[1])
+	})
+	ms, _ := clockMs(c[0])
+	if want := time.UnixMilli(ms).UTC().Format("15:04:05.000"); c[1] != want {
+		t.Errorf("clock %s reads %q in UTC, want %q", c[0], c[1], want)
 	}
 	label := evaluate[string](tb, `document.querySelector('.readout-clock').textContent.replace(/\s+/g, ' ')`)
 	if !strings.Contains(label, "UTC") {
@@ -157,33 +157,14 @@ func TestLogScrollHint(t *testing.T) {
 		tb.click("send")
 		tb.waitFor(fmt.Sprintf("%d more 429s", i+1), func(s pageState) bool { return len(s.Log) == 7+i })
 	}
-	var v hintView
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		v = evaluate[hintView](tb, hintJS)
-		if v.Hidden > 0 && v.Shown && v.Text == fmt.Sprintf("↓ %d more rows below: scroll the list", v.Hidden) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for the scroll hint to name the rows below; the log shows %+v", waitTimeout, v)
-		}
-		time.Sleep(pollEvery)
-	}
+	waitEval(tb, "the scroll hint to name the rows below", hintJS, func(v hintView) bool {
+		return v.Hidden > 0 && v.Shown && v.Text == fmt.Sprintf("↓ %d more rows below: scroll the list", v.Hidden)
+	})
 	tb.run("scroll the log to its end", chromedp.Evaluate[chromedp.Void](`(() => {
   const log = document.querySelector('[data-testid="log"]');
   log.scrollTop = log.scrollHeight;
 })()`))
-	deadline = time.Now().Add(waitTimeout)
-	for {
-		v = evaluate[hintView](tb, hintJS)
-		if v.Hidden == 0 && !v.Shown {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for the hint to go at the end of the list; the log shows %+v", waitTimeout, v)
-		}
-		time.Sleep(pollEvery)
-	}
+	waitEval(tb, "the hint to go at the end of the list", hintJS, func(v hintView) bool { return v.Hidden == 0 && !v.Shown })
 }
 
 // TestLabMaxExplained: each lane's "max" says what it counts where it is
@@ -257,18 +238,9 @@ func TestBurstFansOut(t *testing.T) {
 	if len(ids) <= 2*7 {
 		t.Fatalf("the naive race let only %d through: too few to show a fan", len(ids))
 	}
-	var v dotsView
-	deadline = time.Now().Add(waitTimeout)
-	for {
-		v = evaluate[dotsView](tb, dotsJS)
-		if v.Entries == len(ids) && v.Distinct == len(ids) && len(v.Outside) == 0 && strings.Contains(v.Caption, "fan out") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %d dots each in a place of its own inside the plot; the timeline shows %+v", waitTimeout, len(ids), v)
-		}
-		time.Sleep(pollEvery)
-	}
+	v := waitEval(tb, fmt.Sprintf("%d dots each in a place of its own inside the plot", len(ids)), dotsJS, func(v dotsView) bool {
+		return v.Entries == len(ids) && v.Distinct == len(ids) && len(v.Outside) == 0 && strings.Contains(v.Caption, "fan out")
+	})
 	t.Logf("%d entries, %d distinct dots; caption %q", v.Entries, v.Distinct, v.Caption)
 }
 
