@@ -6,15 +6,15 @@ package e2e_test
 
 import (
 	"fmt"
-	"os"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/ratescope/ratescope/internal/testload"
 )
 
 var rateRE = regexp.MustCompile(`^([0-9,]+)/s allowed · ([0-9,]+)/s denied`)
@@ -158,16 +158,16 @@ func TestBusyWindow(t *testing.T) {
 		}
 	}
 	if !loaded {
-		if strictTiming() {
+		if testload.Strict() {
 			t.Fatalf("no window got 1,000 answered checks/s (at best %.0f): the test did not test what it says", best)
 		}
 		t.Skipf("no window got 1,000 answered checks/s (at best %.0f): the machine is too busy to test a busy window (RATESCOPE_TEST_STRICT_TIMING=1 fails instead)", best)
 	}
 	if bound := fpsBound(minFPS, blank); res.FPS < bound {
-		timingMiss(t, fmt.Sprintf("%.1f fps under load, want ≥ %.1f (%d, less what a blank page lost meanwhile: it drew %.1f)", res.FPS, bound, minFPS, blank.FPS))
+		testload.Miss(t, fmt.Sprintf("%.1f fps under load, want ≥ %.1f (%d, less what a blank page lost meanwhile: it drew %.1f)", res.FPS, bound, minFPS, blank.FPS))
 	}
 	if bound := taskBound(maxTaskMs, blank); res.LongestTaskMs > bound {
-		timingMiss(t, fmt.Sprintf("a long task of %.0f ms, want none over %.0f ms (%d, plus the longest a blank page went without a frame meanwhile)", res.LongestTaskMs, bound, maxTaskMs))
+		testload.Miss(t, fmt.Sprintf("a long task of %.0f ms, want none over %.0f ms (%d, plus the longest a blank page went without a frame meanwhile)", res.LongestTaskMs, bound, maxTaskMs))
 	}
 	if res.MaxDOM >= maxDOM {
 		t.Errorf("the DOM reached %d elements, want fewer than %d", res.MaxDOM, maxDOM)
@@ -263,7 +263,7 @@ func TestIdleBusyWindow(t *testing.T) {
 	}
 	if res.FPS < bound {
 		msg := fmt.Sprintf("%.1f fps idle with %d entries, want 60 (≥ %.1f: 55 allowing for headless timing, less what a blank page lost meanwhile: it drew %.1f)", res.FPS, seeded, bound, blank.FPS)
-		timingMiss(t, msg)
+		testload.Miss(t, msg)
 	}
 	if info := timeline(tb); info.Mode != "band" {
 		t.Errorf("with %d entries the timeline is in mode %q, want band", seeded, info.Mode)
@@ -337,34 +337,3 @@ func fpsBound(want float64, blank probeResult) float64 { return want * min(1, bl
 func taskBound(want float64, blank probeResult) float64 {
 	return want + max(0, blank.MaxFrameGapMs-17)
 }
-
-// timingMiss reports a page that missed a speed bound: an error, unless the
-// machine is busy with other work (its load average above its cores) and
-// RATESCOPE_TEST_STRICT_TIMING is not 1 — then the miss measured the machine,
-// and is logged. The behaviour checks of the test are judged either way.
-func timingMiss(t *testing.T, msg string) {
-	t.Helper()
-	if load, busy := machineBusy(); busy && !strictTiming() {
-		t.Logf("%s — not judged: load average %.1f on %d cores (RATESCOPE_TEST_STRICT_TIMING=1 judges it)", msg, load, runtime.NumCPU())
-		return
-	}
-	t.Error(msg)
-}
-
-// machineBusy reports the 1-minute load average and whether it exceeds the
-// machine's cores: other work then competes with the browser for the CPU.
-func machineBusy() (float64, bool) {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, false
-	}
-	var load float64
-	if _, err := fmt.Sscan(string(b), &load); err != nil {
-		return 0, false
-	}
-	return load, load > float64(runtime.NumCPU())
-}
-
-// strictTiming reports whether tests must fail, not skip, when the machine is
-// too busy to produce the load they measure under (RATESCOPE_TEST_STRICT_TIMING=1).
-func strictTiming() bool { return os.Getenv("RATESCOPE_TEST_STRICT_TIMING") == "1" }
