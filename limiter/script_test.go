@@ -40,7 +40,7 @@ func TestCheckScriptAgainstDefinition(t *testing.T) {
 	}
 }
 
-// scriptCase is one random call: rules as (limit, windowMs), the seeded
+// scriptCall is one random call: rules as (limit, windowMs), the seeded
 // scores as offsets from Redis's clock, cost, eviction bound, peek.
 type scriptCall struct {
 	rules    [][2]int64
