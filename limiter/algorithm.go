@@ -108,8 +108,9 @@ type algorithm interface {
 	// prepare builds the script call that allow sends, so several can share
 	// one round trip (AllowEach).
 	prepare(key string, p Policy, cost int, peek bool) prepared
-	// window describes the state without consuming anything.
-	window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error)
+	// look builds the script call that describes the state of a valid key
+	// without consuming anything, so many can share one round trip (Windows).
+	look(key string, p Policy) lookup
 	// countsDenied reports that it can count denied requests too
 	// (Policy.CountDenied).
 	countsDenied() bool
@@ -138,6 +139,15 @@ func allStateKeys(key, policy string) []string {
 		keys = append(keys, redisdata.StateKey(key, policy, string(d.Name)))
 	}
 	return keys
+}
+
+// lookup is one window's read: a single-key script call and how to turn its
+// reply into the Window.
+type lookup struct {
+	script *redis.Script
+	key    string
+	args   []any
+	read   func(reply any) (Window, error)
 }
 
 // prepared is one decision script call, ready to send, and how to read its

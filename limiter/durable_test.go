@@ -85,9 +85,11 @@ func TestDurableDecisions(t *testing.T) {
 
 		link.Pause()
 		fresh, full := uniqueKey(t), keys[0]
+		// WAIT gives up at half the deadline, so its answer is back in time
+		// even on a loaded machine under the race detector.
 		for _, key := range []string{fresh, full} {
 			start := time.Now()
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			d, err := lim.Allow(ctx, key, p, 1)
 			cancel()
 			took := time.Since(start)
@@ -96,8 +98,8 @@ func TestDurableDecisions(t *testing.T) {
 				t.Errorf("a check while the replica hears nothing: %+v, %v; want ErrNotDurable", d, err)
 			case key == full && (err != nil || d.Allowed):
 				t.Errorf("a check of a full window while the replica hears nothing: %+v, %v; want a denial", d, err)
-			case took > 300*time.Millisecond+time.Second:
-				t.Errorf("the check took %v, its deadline was 300ms", took)
+			case took > 2*time.Second+time.Second:
+				t.Errorf("the check took %v, its deadline was 2s", took)
 			}
 		}
 		link.Resume()
@@ -134,7 +136,7 @@ func TestDurableCluster(t *testing.T) {
 	cl.PauseReplicaOf(pausedMaster)
 	for m, key := range byMaster {
 		for range 3 {
-			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			d, err := lim.Allow(cctx, key, p, 1)
 			cancel()
 			if m == pausedMaster {

@@ -288,24 +288,3 @@ type Window struct {
 	// Rules holds each rule's state, in the policy's order.
 	Rules []RuleState
 }
-
-// Window returns a snapshot of key's state under p on Redis's clock.
-func (l *Limiter) Window(ctx context.Context, key string, p Policy) (Window, error) {
-	if err := ValidateKey(key); err != nil {
-		return Window{}, err
-	}
-	w, err := algorithmOf(p).window(ctx, l, key, p)
-	if err != nil {
-		return Window{}, err
-	}
-	longest := 0
-	for i, r := range w.Rules {
-		if r.WindowMs > w.Rules[longest].WindowMs {
-			longest = i
-		}
-	}
-	lr := w.Rules[longest]
-	w.Count, w.Limit, w.WindowMs = lr.Count, lr.Limit, lr.WindowMs
-	w.Truncated = w.Count > len(w.Entries) && p.AlgorithmName() == Log
-	return w, nil
-}

@@ -135,20 +135,19 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 	return d, retry1
 }
 
-func (logAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error) {
+func (logAlgorithm) look(key string, p Policy) lookup {
 	args := make([]any, 0, 1+len(p.Rules))
 	args = append(args, MaxSnapshot)
 	for _, r := range p.Rules {
 		args = append(args, r.WindowMs())
 	}
-	raw, err := windowScript.Run(ctx, l.rdb, []string{redisdata.LogKey(key, p.Name)}, args...).Slice()
-	if err != nil {
-		return Window{}, fmt.Errorf("failed to run the window script: %w", err)
-	}
-	if len(raw) != 2+2*len(p.Rules) {
-		return Window{}, fmt.Errorf("failed to read the window script's reply: %d values", len(raw))
-	}
-	return logSnapshot(key, p, raw)
+	return lookup{script: windowScript, key: redisdata.LogKey(key, p.Name), args: args, read: func(reply any) (Window, error) {
+		raw, ok := reply.([]any)
+		if !ok || len(raw) != 2+2*len(p.Rules) {
+			return Window{}, fmt.Errorf("failed to read the window script's reply: %T of %d values", reply, len(raw))
+		}
+		return logSnapshot(key, p, raw)
+	}}
 }
 
 func logSnapshot(key string, p Policy, raw []any) (Window, error) {

@@ -121,7 +121,7 @@ func (pm policyModel) fits(t, c int64) bool {
 // firstFit is the first ms from t on at which cost fits every rule, found by
 // trying each one.
 func (pm policyModel) firstFit(t, cost int64) int64 {
-	horizon := t
+	horizon := t + 10_000 // the farthest a ladder's rung is seeded
 	for _, r := range pm {
 		horizon = max(horizon, t+3*r.window())
 	}

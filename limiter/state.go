@@ -57,17 +57,6 @@ const (
 	recordAll     = 2 // the cost, allowed or not (Policy.CountDenied)
 )
 
-// run runs the script with cost 0, recording nothing: a look at the state.
-func (a stateAlgorithm) run(ctx context.Context, l *Limiter, key string, p Policy) (int64, []RuleState, error) {
-	k, args := a.args(key, p, 0, recordNothing)
-	res, err := a.script.Run(ctx, l.rdb, []string{k}, args...).Int64Slice()
-	if err != nil {
-		return 0, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
-	}
-	_, now, rules, _, err := a.read(p, 0, false, res)
-	return now, rules, err
-}
-
 func (a stateAlgorithm) args(key string, p Policy, cost, record int) (string, []any) {
 	args := make([]any, 0, 2+2*len(p.Rules))
 	args = append(args, cost, record)
@@ -153,13 +142,38 @@ func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepa
 	}
 }
 
-func (a stateAlgorithm) window(ctx context.Context, l *Limiter, key string, p Policy) (Window, error) {
-	now, rules, err := a.run(ctx, l, key, p)
-	if err != nil {
-		return Window{}, err
+// look runs the script with cost 0, recording nothing: a look at the state.
+func (a stateAlgorithm) look(key string, p Policy) lookup {
+	k, args := a.args(key, p, 0, recordNothing)
+	return lookup{script: a.script, key: k, args: args, read: func(reply any) (Window, error) {
+		res, err := int64s(reply)
+		if err != nil {
+			return Window{}, fmt.Errorf("failed to read the %s script's reply: %w", a.name, err)
+		}
+		_, now, rules, _, err := a.read(p, 0, false, res)
+		if err != nil {
+			return Window{}, err
+		}
+		for i := range rules {
+			rules[i].RetryMs = 0
+		}
+		return Window{Key: key, Policy: p.Name, Algorithm: a.name, NowMs: now, Rules: rules}, nil
+	}}
+}
+
+// int64s reads a script's reply that is an array of integers.
+func int64s(reply any) ([]int64, error) {
+	raw, ok := reply.([]any)
+	if !ok {
+		return nil, fmt.Errorf("got %T, want an array", reply)
 	}
-	for i := range rules {
-		rules[i].RetryMs = 0
+	out := make([]int64, len(raw))
+	for i, v := range raw {
+		n, ok := v.(int64)
+		if !ok {
+			return nil, fmt.Errorf("value %d is %T, want an integer", i, v)
+		}
+		out[i] = n
 	}
-	return Window{Key: key, Policy: p.Name, Algorithm: a.name, NowMs: now, Rules: rules}, nil
+	return out, nil
 }

@@ -36,7 +36,7 @@ func Example() {
 	d := limiter.Decision{Allowed: true, Key: "alice", Policy: login.Name, Cost: 1, ID: "7c9e…",
 		Rules: []limiter.RuleState{{Limit: 5, WindowMs: 60_000, Count: 1, Remaining: 4}}}
 	for pub.Stats().Published == 0 { // until the Publisher has heard of the viewer
-		rdb.Publish(ctx, "ratescope:events:db0", `{"o":"page-1","k":"presence","v":{"login|alice":1}}`)
+		rdb.Publish(ctx, "ratescope:events:db0", `{"o":"page-1","k":"presence","t":"login|alice","n":1}`)
 		pub.Decision(d)
 		time.Sleep(10 * time.Millisecond)
 	}

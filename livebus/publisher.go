@@ -35,6 +35,7 @@ type Publisher struct {
 	outbox   *bus.Outbox
 
 	published, dropped, failed atomic.Uint64
+	swept                      time.Time // when receive last swept presence; its goroutine's own
 
 	mu      sync.Mutex
 	closed  bool
@@ -169,12 +170,11 @@ func (p *Publisher) receive(payload []byte) {
 	if err != nil {
 		return
 	}
-	for _, e := range envs {
-		if e.Kind == bus.KindPresence && e.Origin != p.instance {
-			p.presence.Record(e.Origin, e.Viewers)
-		}
+	p.presence.Record(envs, p.instance)
+	// Presence arrives several times a second while anyone watches: often
+	// enough to forget what expired, so the windows kept are those watched now.
+	if now := time.Now(); now.Sub(p.swept) >= bus.PresenceEvery {
+		p.swept = now
+		p.presence.Sweep()
 	}
-	// Presence arrives about once a second per instance: often enough to
-	// forget what expired, so the windows kept are those watched now.
-	p.presence.Sweep()
 }

@@ -13,8 +13,8 @@ func TestPublisherDropsWhenFull(t *testing.T) {
 	p := NewPublisher(nil, "svc", WithQueueSize(2))
 	w := bus.Window{Key: "alice", Policy: "demo"}
 	p.receive(bus.AppendBatch(nil, [][]byte{
-		bus.Envelope{Origin: "svc", Kind: bus.KindPresence, Viewers: map[string]int{"demo|bob": 1}}.Encode(), // its own: ignored
-		bus.Envelope{Origin: "srv", Kind: bus.KindPresence, Viewers: map[string]int{w.Topic(): 1}}.Encode(),
+		bus.Envelope{Origin: "svc", Kind: bus.KindPresence, Topic: "demo|bob", Viewers: 1}.Encode(), // its own: ignored
+		bus.Envelope{Origin: "srv", Kind: bus.KindPresence, Topic: w.Topic(), Viewers: 1}.Encode(),
 	}))
 	rules := []limiter.RuleState{{Limit: 5, WindowMs: 10000, Count: 1, Remaining: 4, OldestMs: 1}}
 	for range 5 {

@@ -69,7 +69,10 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	t.Cleanup(p.Close)
 	watched := bus.Window{Key: "alice", Policy: "demo"}
 	unwatched := bus.Window{Key: "bob", Policy: "demo"}
-	presence := bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence, Viewers: map[string]int{watched.Topic(): 1, unwatched.Topic(): 0}}
+	presence := bus.AppendBatch(nil, [][]byte{
+		bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence, Topic: watched.Topic(), Viewers: 1}.Encode(),
+		bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence, Topic: unwatched.Topic()}.Encode(),
+	})
 
 	var got []bus.Envelope // every decision envelope seen
 	take := func(until func(bus.Envelope) bool, wait time.Duration) bool {
@@ -93,7 +96,7 @@ func TestPublisherPublishesOnlyWatchedWindows(t *testing.T) {
 	// announce it until a probe gets through.
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
-		if err := rdb.Publish(context.Background(), bus.Channel(rdb), presence.Encode()).Err(); err != nil {
+		if err := rdb.Publish(context.Background(), bus.Channel(rdb), presence).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p.Decision(decision(unwatched, fmt.Sprint("u", i)))

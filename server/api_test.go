@@ -533,3 +533,39 @@ func TestWindowEndpoint(t *testing.T) {
 		t.Fatalf("%s", r2.raw)
 	}
 }
+
+// TestAccessLogStatus: the access log records the status the client received
+// — a problem document's 400, a 404 — not the 200 the response held before
+// the handler failed, and checks are logged only at debug level.
+func TestAccessLogStatus(t *testing.T) {
+	line := func(logs, path, status string) bool {
+		re := regexp.MustCompile(`msg=request method=\w+ path=` + regexp.QuoteMeta(path) + ` status=` + status + `\b`)
+		return re.MatchString(logs)
+	}
+	debug := startApp(t, nil, "--log-level", "debug")
+	if r := do(t, "POST", debug.URL+"/api/v1/check?policy=demo&key="+newKey()+"&cost=0", ""); r.status != 400 {
+		t.Fatalf("cost=0: %d %s", r.status, r.raw)
+	}
+	if r := do(t, "POST", debug.URL+"/api/v1/check?policy=demo&key="+newKey(), ""); r.status != 200 {
+		t.Fatalf("check: %d %s", r.status, r.raw)
+	}
+	if r := do(t, "GET", debug.URL+"/no-such-page", ""); r.status != 404 {
+		t.Fatalf("unknown path: %d", r.status)
+	}
+	waitFor(t, 5*time.Second, "access lines with the statuses sent", func() bool {
+		logs := debug.Logs()
+		return line(logs, "/api/v1/check", "400") && line(logs, "/api/v1/check", "200") && line(logs, "/no-such-page", "404")
+	})
+
+	info := startApp(t, nil)
+	if r := do(t, "POST", info.URL+"/api/v1/check?policy=demo&key="+newKey()+"&cost=0", ""); r.status != 400 {
+		t.Fatalf("cost=0: %d %s", r.status, r.raw)
+	}
+	if r := do(t, "GET", info.URL+"/no-such-page", ""); r.status != 404 {
+		t.Fatalf("unknown path: %d", r.status)
+	}
+	waitFor(t, 5*time.Second, "an access line for the 404", func() bool { return line(info.Logs(), "/no-such-page", "404") })
+	if strings.Contains(info.Logs(), "path=/api/v1/check") {
+		t.Fatalf("a check was logged at info level:\n%s", info.Logs())
+	}
+}

@@ -63,6 +63,9 @@ type Config struct {
 	// EnvoyHeaders are the headers compat answers carry
 	// (LIMIT_RESPONSE_HEADERS_ENABLED).
 	EnvoyHeaders envoyCompatHeaders
+	// EnvoyNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO: where
+	// its near_limit statistics begin (0: its default, 0.8).
+	EnvoyNearLimitRatio float64
 	// MaxConnsPerClient caps the TCP connections one client address holds to
 	// the HTTP listener (trusted proxies exempt); 0: no cap.
 	MaxConnsPerClient int

@@ -64,10 +64,12 @@ func (e *envoyService) register(checker *httplimit.Checker, store *configStore, 
 		Mappings: func() []rls.Mapping { return e.mappings(store.load()) },
 		Files:    func() *envoyconf.Set { return store.load().envoyFiles },
 		// A limit override's policy is counted under its name, as any other.
-		Prepare: func(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p, m.policyCounters(p.Name)) },
-		Compat:  compat,
-		Shadow:  cfg.EnvoyShadow,
-		Log:     log,
+		Prepare:        func(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p, m.policyCounters(p.Name)) },
+		Compat:         compat,
+		Shadow:         cfg.EnvoyShadow,
+		Stats:          m.countEnvoyHits,
+		NearLimitRatio: cfg.EnvoyNearLimitRatio,
+		Log:            log,
 	}))
 }
 

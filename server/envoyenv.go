@@ -38,6 +38,13 @@ func envoyDefaults(cfg *Config, getenv func(string) string, fs *flag.FlagSet) er
 		}
 		cfg.EnvoyShadow = b
 	}
+	if v := getenv("NEAR_LIMIT_RATIO"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r <= 0 || r > 1 {
+			errs = append(errs, fmt.Errorf("NEAR_LIMIT_RATIO=%q: want a fraction such as 0.8", v))
+		}
+		cfg.EnvoyNearLimitRatio = r
+	}
 	h, err := readEnvoyCompatHeaders(getenv)
 	if err != nil {
 		errs = append(errs, err)

@@ -101,6 +101,7 @@ func TestEnvoyEnvironmentErrors(t *testing.T) {
 		`REDIS_TYPE=sentinel wants`:             {"REDIS_URL": "a:1", "REDIS_TYPE": "sentinel"},
 		`SHADOW_MODE="maybe"`:                   {"SHADOW_MODE": "maybe"},
 		`LIMIT_RESPONSE_HEADERS_ENABLED="sure"`: {"LIMIT_RESPONSE_HEADERS_ENABLED": "sure"},
+		`NEAR_LIMIT_RATIO="2"`:                  {"NEAR_LIMIT_RATIO": "2"},
 	} {
 		_, err := parseConfig(nil, func(k string) string { return msg[k] }, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), env) {

@@ -128,13 +128,36 @@ func TestEnvoyFilesAnswers(t *testing.T) {
 	// Another domain with the same key and value: a window of its own.
 	expect(t, "another domain", newRLSCaller(t, app.GRPCAddr, other).call(desc("user=a")), 0, codeOK, other+".user", 1, hour, 0, false)
 
+	// Statistics as envoyproxy/ratelimit keeps them: per value where
+	// detailed_metric or value_to_metric ask, near the limit past 80 % of
+	// it, over it under shadow_mode.
+	for range 9 {
+		c.call(desc("region=eu"))
+	}
+	for range 3 {
+		c.call(desc("team=red", "member=m"))
+	}
+	m := metrics(t, app)
+	for _, want := range []string{
+		`ratescope_envoy_hits_total{key="` + domain + `.region_eu",stat="total_hits"} 9`,
+		`ratescope_envoy_hits_total{key="` + domain + `.region_eu",stat="within_limit"} 9`,
+		`ratescope_envoy_hits_total{key="` + domain + `.region_eu",stat="near_limit"} 1`,
+		`ratescope_envoy_hits_total{key="` + domain + `.team_red.member",stat="over_limit"} 2`,
+		`ratescope_envoy_hits_total{key="` + domain + `.team_red.member",stat="shadow_mode"} 2`,
+		`ratescope_envoy_hits_total{key="` + user + `",stat="total_hits"} `,
+	} {
+		if !strings.Contains(m, want) {
+			t.Fatalf("metrics lack %s:\n%s", want, grepLines(m, "envoy_hits"))
+		}
+	}
+
 	// The windows are ratescope's own: on the API and the page under the
 	// domain and entries as key, in the metrics under the limit's name.
 	r := do(t, "GET", app.URL+"/api/v1/window?policy="+url.QueryEscape(user)+"&key="+url.QueryEscape(domain+":user=a"), "")
 	if r.status != 200 || num(t, r, "count") != 4 || num(t, r, "limit") != 3 {
 		t.Fatalf("window of user=a: %d %s", r.status, r.raw)
 	}
-	if m := metrics(t, app); !strings.Contains(m, `ratescope_decisions_total{outcome="allowed",policy="`+user+`"}`) {
+	if !strings.Contains(m, `ratescope_decisions_total{outcome="allowed",policy="`+user+`"}`) {
 		t.Fatalf("no decisions counted for %s:\n%s", user, grepLines(m, "decisions_total"))
 	}
 }

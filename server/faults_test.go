@@ -81,6 +81,15 @@ func TestLiveSurvivesRedisOutage(t *testing.T) {
 	if m := metrics(t, b); !strings.Contains(m, "ratescope_pubsub_reconnects_total") || strings.Contains(m, "ratescope_pubsub_reconnects_total 0\n") {
 		t.Fatalf("reconnects not counted:\n%s", grepLines(m, "pubsub"))
 	}
+	// Each outage is logged when it starts and when it ends, not at each
+	// attempt to subscribe again.
+	logs := b.Logs()
+	if n := strings.Count(logs, "redis pub/sub interrupted"); n < 1 || n > 2 {
+		t.Fatalf("two outages logged %d interruptions:\n%s", n, grepLines(logs, "pub/sub"))
+	}
+	if !strings.Contains(logs, "redis pub/sub resubscribed") {
+		t.Fatalf("no line when the subscription came back:\n%s", grepLines(logs, "pub/sub"))
+	}
 }
 
 func grepLines(s, sub string) string {

@@ -9,6 +9,7 @@ import (
 	"github.com/ratescope/ratescope/internal/buildinfo"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/rls"
 )
 
 // metrics are registered on a registry of the server's own, so several
@@ -35,6 +36,7 @@ type metrics struct {
 	httpRequests     *prometheus.CounterVec
 	httpDuration     *prometheus.HistogramVec
 	grpcRequests     *prometheus.CounterVec
+	envoyHits        *prometheus.CounterVec
 }
 
 // redisOps are the operations ratescope_redis_errors_total counts, each at
@@ -131,6 +133,10 @@ func newMetrics() *metrics {
 		Name: "ratescope_grpc_requests_total",
 		Help: "gRPC calls (the Envoy rate limit service, health, reflection), by full method name and status code.",
 	}, []string{"method", "code"})
+	m.envoyHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratescope_envoy_hits_total",
+		Help: "Hits on the limits of envoyproxy/ratelimit's config files, as it counts them, by its statistics key (the limit's name, with values where detailed_metric or value_to_metric ask) and stat: total_hits, over_limit, near_limit, within_limit, shadow_mode.",
+	}, []string{"key", "stat"})
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ratescope_build_info",
@@ -147,7 +153,7 @@ func newMetrics() *metrics {
 	}
 	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
 		m.connsRefused, m.viewers, m.wsRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
-		m.redisUp, m.reloadSuccessful, m.reloadSuccessAt, m.httpRequests, m.httpDuration, m.grpcRequests, buildInfo,
+		m.redisUp, m.reloadSuccessful, m.reloadSuccessAt, m.httpRequests, m.httpDuration, m.grpcRequests, m.envoyHits, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -179,4 +185,15 @@ func (m *metrics) countLocalDenials(lim *limiter.Limiter) {
 		Name: "ratescope_local_denials_total",
 		Help: "Checks denied by the local deny cache without a Redis round trip.",
 	}, func() float64 { return float64(lim.DenyCacheStats().Denials) }))
+}
+
+// countEnvoyHits adds what one descriptor of envoyproxy/ratelimit's files
+// added to its statistics.
+func (m *metrics) countEnvoyHits(key string, h rls.Hits) {
+	m.envoyHits.WithLabelValues(key, "total_hits").Add(float64(h.Total))
+	for stat, n := range map[string]uint64{"over_limit": h.OverLimit, "near_limit": h.NearLimit, "within_limit": h.WithinLimit, "shadow_mode": h.ShadowMode} {
+		if n > 0 {
+			m.envoyHits.WithLabelValues(key, stat).Add(float64(n))
+		}
+	}
 }

@@ -282,6 +282,7 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 404, call(t, "GET", u+"/static/nope.css", ""))
 	must(t, router, 200, call(t, "GET", u+"/healthz", ""))
 	must(t, router, 200, call(t, "GET", u+"/readyz", ""))
+	must(t, router, 200, call(t, "GET", u+"/healthcheck", ""))
 	must(t, router, 200, call(t, "GET", u+"/metrics", ""))
 }
 

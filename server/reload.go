@@ -21,11 +21,19 @@ import (
 	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
-// reloadDebounce is how long the watcher waits after the last change to the
-// config file's folder before it reads the file: an editor's save is a burst
-// of events (write a temp file, rename it over, chmod), and a file written in
-// place may be read half-written otherwise.
-const reloadDebounce = 150 * time.Millisecond
+// When a reload reads the files. An editor's save is a burst of events
+// (write a temp file, rename it over, chmod) and a file written in place may
+// be read half-written, so the watcher waits reloadQuiet after the last
+// event, and every reload (SIGHUP too) applies the files only once they read
+// the same twice reloadStable apart — giving up on files that still change
+// after reloadSettleMax. Watched folders are checked every rewatchEvery: one
+// moved away and made anew is watched again.
+const (
+	reloadQuiet     = 100 * time.Millisecond
+	reloadStable    = 100 * time.Millisecond
+	reloadSettleMax = 5 * time.Second
+	rewatchEvery    = 500 * time.Millisecond
+)
 
 // configStore holds the settings in force. Everything that looks a policy,
 // a route or a trusted proxy up loads them through it, once per request; a
@@ -153,19 +161,49 @@ func (s *configStore) logWarnings(set *settings) {
 	}
 }
 
-// reload re-reads the config file and the envoy folder and applies them
-// when they are valid. With onlyChanged (the file watcher), content equal to
-// what was last read — in force, or refused already — is no reload at all: a
-// folder sees events for other files too (the server's own log, perhaps),
-// and an invalid file is refused once, not at every event.
-func (s *configStore) reload(reason string, onlyChanged bool) error {
+// settled gathers the inputs once two reads reloadStable apart agree: a file
+// still being written is not read half-way. Files that keep changing for
+// reloadSettleMax are taken as last read (and refused unless they are
+// valid); an error that persists is returned.
+func (s *configStore) settled(ctx context.Context) (inputs, error) {
+	in, err := s.gather()
+	deadline := time.Now().Add(reloadSettleMax)
+	for {
+		t := time.NewTimer(reloadStable)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return in, ctx.Err()
+		case <-t.C:
+		}
+		again, errAgain := s.gather()
+		switch {
+		case err == nil && errAgain == nil && again.digest() == in.digest(),
+			err != nil && errAgain != nil,
+			time.Now().After(deadline):
+			return again, errAgain
+		}
+		in, err = again, errAgain
+	}
+}
+
+// reload re-reads the config file and the envoy folder, once they have
+// settled, and applies them when they are valid. With onlyChanged (the file
+// watcher), content equal to what was last read — in force, or refused
+// already — is no reload at all: a folder sees events for other files too
+// (the server's own log, perhaps), and an invalid file is refused once, not
+// at every event.
+func (s *configStore) reload(ctx context.Context, reason string, onlyChanged bool) error {
 	if s.cfg.ConfigFile == "" && s.cfg.EnvoyConfigDir == "" {
 		s.log.Info("no config file to reload", "reason", reason)
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	in, err := s.gather()
+	in, err := s.settled(ctx)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	if err == nil && onlyChanged && in.digest() == s.lastRead {
 		return nil
 	}
@@ -198,46 +236,89 @@ func (s *configStore) reload(reason string, onlyChanged bool) error {
 	return nil
 }
 
-// watcher reloads the config on SIGHUP and whenever the config file's folder
-// changes. It watches the folder, not the file: editors and config managers
-// replace a file by renaming another over it, which a watch on the file
-// itself would not survive. When the folder cannot be watched, SIGHUP still
-// works.
+// watcher reloads the config on SIGHUP and whenever a watched folder — the
+// config file's, the envoy folder — changes. It watches the folders, not the
+// files: editors and config managers replace a file by renaming another over
+// it, which a watch on the file itself would not survive. A folder moved away
+// and made anew is watched again (rewatch). When a folder cannot be watched,
+// SIGHUP still works.
 type watcher struct {
 	store *configStore
 	hup   chan os.Signal
 	fs    *fsnotify.Watcher // nil: no file, or it cannot be watched
+	// dirs are the watched folders and what each was when its watch was
+	// added (nil: it could not be watched since).
+	dirs map[string]os.FileInfo
 }
 
 // watch starts listening for SIGHUP and for changes now, so none made after
 // it returns is missed; run acts on them.
 func (s *configStore) watch() *watcher {
-	w := &watcher{store: s, hup: make(chan os.Signal, 1)}
+	w := &watcher{store: s, hup: make(chan os.Signal, 1), dirs: map[string]os.FileInfo{}}
 	signal.Notify(w.hup, syscall.SIGHUP)
-	var dirs []string
 	if s.cfg.ConfigFile != "" {
-		dirs = append(dirs, filepath.Dir(s.cfg.ConfigFile))
+		w.dirs[filepath.Dir(s.cfg.ConfigFile)] = nil
 	}
 	if s.cfg.EnvoyConfigDir != "" {
-		dirs = append(dirs, s.cfg.EnvoyConfigDir)
+		w.dirs[filepath.Clean(s.cfg.EnvoyConfigDir)] = nil
 	}
-	if len(dirs) == 0 {
+	if len(w.dirs) == 0 {
 		return w
 	}
 	fw, err := fsnotify.NewWatcher()
-	for _, d := range dirs {
-		if err == nil {
-			if err = fw.Add(d); err != nil {
-				fw.Close()
+	if err == nil {
+		w.fs = fw
+		for d := range w.dirs {
+			if err = w.add(d); err != nil {
+				break
 			}
 		}
 	}
 	if err != nil {
+		if w.fs != nil {
+			w.fs.Close()
+			w.fs = nil
+		}
 		s.log.Warn("config file changes will not be noticed; send SIGHUP to reload", "err", err)
-		return w
 	}
-	w.fs = fw
 	return w
+}
+
+// add watches folder d and remembers which folder that is.
+func (w *watcher) add(d string) error {
+	fi, err := os.Stat(d)
+	if err == nil {
+		err = w.fs.Add(d)
+	}
+	if err != nil {
+		w.dirs[d] = nil
+		return fmt.Errorf("failed to watch %s: %w", d, err)
+	}
+	w.dirs[d] = fi
+	return nil
+}
+
+// rewatch watches again each folder that is no longer the one its watch
+// follows — moved away (the watch went with it) and made anew, or gone and
+// back — and reports whether it did: what the new folder holds is news.
+func (w *watcher) rewatch() bool {
+	renewed := false
+	for d, was := range w.dirs {
+		now, err := os.Stat(d)
+		if err != nil || (was != nil && os.SameFile(was, now)) {
+			continue
+		}
+		if was != nil {
+			_ = w.fs.Remove(d) // the watch may have gone with the folder
+		}
+		if err := w.add(d); err != nil {
+			w.store.log.Warn("config folder made anew but not watched", "err", err)
+			continue
+		}
+		w.store.log.Info("config folder made anew; watching it again", "dir", d)
+		renewed = true
+	}
+	return renewed
 }
 
 // run reloads on each SIGHUP and after each burst of changes, until ctx ends.
@@ -245,9 +326,13 @@ func (w *watcher) run(ctx context.Context) {
 	defer signal.Stop(w.hup)
 	var events chan fsnotify.Event
 	var errs chan error
+	var rewatch <-chan time.Time
 	if w.fs != nil {
 		defer w.fs.Close()
 		events, errs = w.fs.Events, w.fs.Errors
+		t := time.NewTicker(rewatchEvery)
+		defer t.Stop()
+		rewatch = t.C
 	}
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
@@ -257,13 +342,17 @@ func (w *watcher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.hup:
-			_ = w.store.reload("SIGHUP", false)
+			_ = w.store.reload(ctx, "SIGHUP", false)
 		case e := <-events:
 			if w.concerns(e) {
-				debounce.Reset(reloadDebounce)
+				debounce.Reset(reloadQuiet)
+			}
+		case <-rewatch:
+			if w.rewatch() {
+				debounce.Reset(reloadQuiet)
 			}
 		case <-debounce.C:
-			_ = w.store.reload("file changed", true)
+			_ = w.store.reload(ctx, "file changed", true)
 		case err := <-errs:
 			w.store.log.Warn("config file watcher failed", "err", err)
 		}

@@ -29,5 +29,7 @@ func routes(e *echo.Echo, a *app) {
 
 	e.GET("/healthz", handleHealthz())
 	e.GET("/readyz", handleReadyz(a))
+	// envoyproxy/ratelimit's probe path, so its manifests' probes work as they are.
+	e.GET("/healthcheck", handleReadyz(a))
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})))
 }

@@ -110,7 +110,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	// The live view comes first: every entry point's checks report to it.
 	view := live.New(live.Deps{
 		Redis:        rdb,
-		ReadWindow:   lim.Window,
+		ReadWindows:  lim.Windows,
 		Policy:       store.lookup,
 		Instance:     instance,
 		TickInterval: cfg.TickInterval,
@@ -246,8 +246,8 @@ func newEcho(a *app) *echo.Echo {
 	e.HTTPErrorHandler = errorHandler(a.log)
 	traffic := &httpMetrics{m: a.metrics}
 	e.Use(traffic.middleware) // outermost: it counts the status the client got
-	e.Use(middleware.Recover())
-	e.Use(securityHeaders)
+	// The access log is outside Recover, so a recovered panic is logged with
+	// the 500 it became.
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		Skipper: func(c echo.Context) bool {
 			switch c.Path() {
@@ -257,6 +257,10 @@ func newEcho(a *app) *echo.Echo {
 			return false
 		},
 		LogMethod: true, LogURIPath: true, LogStatus: true, LogLatency: true,
+		// An error (a problem document, a 404, a 500) is written here, so the
+		// line records the status the client received, not the 200 the
+		// response held before the handler failed.
+		HandleError: true,
 		LogValuesFunc: func(c echo.Context, v middleware.RequestLoggerValues) error {
 			// Checks are the hot path and are counted in metrics; their access
 			// lines are debug-level unless something failed. Nothing is built
@@ -275,6 +279,8 @@ func newEcho(a *app) *echo.Echo {
 			return nil
 		},
 	}))
+	e.Use(middleware.Recover())
+	e.Use(securityHeaders)
 	routes(e, a)
 	traffic.prepare(e.Routes())
 	return e

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ratescope/ratescope/internal/apptest"
+	"github.com/ratescope/ratescope/internal/redistest"
 )
 
 // TestViewerCaps: behind a trusted proxy each forwarded client may open 3
@@ -97,4 +98,65 @@ func refused(t *testing.T, app *apptest.App, path, client, flag string) {
 		json.Unmarshal(b, &doc) != nil || doc.Status != 503 || !strings.Contains(doc.Detail, flag+")") {
 		t.Fatalf("%s from %s: %s %v %s, want 503 with Retry-After: 5 and a problem naming %s", path, client, resp.Status, resp.Header, b, flag)
 	}
+}
+
+// TestViewerCountAcrossInstances: viewers of one window on two instances are
+// counted together; when one instance dies without a word its viewers drop
+// out of the count within the presence's time to live (3 s).
+func TestViewerCountAcrossInstances(t *testing.T) {
+	url := redistest.RealURL(t)
+	doomed := apptest.StartProcess(t, map[string]string{"REDIS_URL": url}, 0)
+	stays := startApp(t, map[string]string{"REDIS_URL": url})
+	query := "policy=demo&key=" + newKey()
+	v := watch(t, stays, query, nil)
+	watch(t, doomed, query, nil)
+	watch(t, doomed, query, nil)
+	waitFor(t, 10*time.Second, "three viewers counted", func() bool { return v.viewers.Load() == 3 })
+	doomed.Kill()
+	start := time.Now()
+	waitFor(t, 10*time.Second, "the dead instance's viewers forgotten", func() bool { return v.viewers.Load() == 1 })
+	t.Logf("the count fell to 1 after %v", time.Since(start))
+}
+
+// TestRedisDownNeedsTwoFailedProbes: a Redis that answers nothing for 0.8 s
+// (one clock read late past any check timeout) is never reported down to
+// viewers; one that stops answering is, within two reads of 1 s each, and
+// back up once it answers again.
+func TestRedisDownNeedsTwoFailedProbes(t *testing.T) {
+	rs := redistest.Start(t)
+	app := startApp(t, map[string]string{"REDIS_URL": rs.URL}, "--check-timeout", "150ms")
+	v := watch(t, app, "policy=demo&key="+newKey(), nil)
+	v.next("status", func(m map[string]any) bool { return m["redis"] == "up" })
+	v.next("tick", nil)
+
+	rs.Pause()
+	time.Sleep(800 * time.Millisecond)
+	rs.Resume()
+	// Until ticks have flowed for 2 s after the pause, no "down" may come.
+	var flowing time.Time
+	deadline := time.After(15 * time.Second)
+	for flowing.IsZero() || time.Since(flowing) < 2*time.Second {
+		var m map[string]any
+		select {
+		case m = <-v.msgs:
+		case <-deadline:
+			t.Fatal("no ticks within 15 s of the pause")
+		}
+		if m["type"] == "status" && m["redis"] != "up" {
+			t.Fatalf("a 0.8 s pause was reported to viewers as redis %v", m["redis"])
+		}
+		if m["type"] == "tick" && flowing.IsZero() {
+			flowing = time.Now()
+		}
+	}
+
+	rs.Pause()
+	paused := time.Now()
+	v.next("status", func(m map[string]any) bool { return m["redis"] == "down" })
+	t.Logf("reported down %v after Redis stopped answering", time.Since(paused).Round(time.Millisecond))
+	if d := time.Since(paused); d < time.Second {
+		t.Errorf("reported down after %v, before two clock reads of 1 s could fail", d)
+	}
+	rs.Resume()
+	v.next("status", func(m map[string]any) bool { return m["redis"] == "up" })
 }

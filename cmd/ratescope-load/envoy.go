@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -384,18 +383,7 @@ func startEnvoyRL(ctx context.Context, dir, bin string, env []string, logName st
 		return nil, err
 	}
 	s := &serverProc{child: c, addr: "127.0.0.1:" + ports[0]}
-	ready := func() error {
-		resp, err := probe.Get("http://" + s.addr + "/healthcheck")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/healthcheck answered %s", resp.Status)
-		}
-		return nil
-	}
-	if err := c.waitReady(ctx, ready); err != nil {
+	if err := c.waitReady(ctx, func() error { return s.answers("/healthcheck") }); err != nil {
 		c.stop()
 		return nil, err
 	}

@@ -29,7 +29,7 @@ const (
 	failoverWindow  = 10 * time.Second
 	failoverKeys    = 10
 	failoverWarmup  = 5 * time.Second
-	failoverSettle  = 12 * time.Second // load after recovery: a window and more
+	failoverSettle  = 20 * time.Second // load after the sentinels moved: two windows
 	failoverGiveUp  = 30 * time.Second // for the sentinels to move or checks to recover
 	saturatePolicy  = "sat=100000/1s"
 	saturateConns   = 64
@@ -56,12 +56,14 @@ type failoverResult struct {
 	killedAt   time.Time
 	movedAfter time.Duration // kill → every sentinel names the new master; 0: they never moved
 	lastFail   time.Duration // kill → the last fail-mode answer (sent then)
+	allowedAt  time.Duration // kill → the first allowed answer sent after it; 0: none
 	overs      int
 	overKeys   int
 	failMode   int // 503 answers
 	forgotten  int // allowed in the last forgottenWithin before the kill, absent on the new master
 	lookedUp   int
 	oldScripts int64 // scripts the restarted old master received
+	switches   int   // failovers the sentinels made in the run (more than one: the load stalled a node)
 	steady     latencies
 }
 
@@ -77,13 +79,13 @@ func measureFailover(ctx context.Context, e *env) error {
 	rep.line("")
 	rep.line("## Failover under load (Sentinel)")
 	rep.line("")
-	rep.line("Each run: a master with replicas and 3 sentinels (down-after 1 s, failover-timeout 5 s; Redis defaults otherwise, no persistence), one ratescope server on the Sentinel URL (check timeout 150 ms, fail closed), %d checks/s open-loop on `%s` over %d keys. After %v, SIGKILL the master; %v later start it again, empty, on its port; keep the load until the sentinels have moved and %v more.",
+	rep.line("Each run: a master with replicas and 3 sentinels (down-after 1 s, failover-timeout 5 s; Redis defaults otherwise, no persistence), one ratescope server on the Sentinel URL (check timeout 150 ms, fail closed), %d checks/s open-loop on `%s` over %d keys. After %v, SIGKILL the master; %v later start it again, empty, on its port; keep the load until the sentinels have moved and %v more. A check the new master would allow but cannot confirm on its replicas is still recorded: it fills the window, and the load sees denials until the entries slide out.",
 		o.failoverRate, failoverPolicy, failoverKeys, failoverWarmup, o.failoverRestart, failoverSettle)
 	rep.line("Over the limit: allowed answers beyond %d in any %v sliding window of one key, on the decisions' own clock (greedy, earliest kept). Forgotten: checks answered allowed in the %v before the kill whose entries the master lacks once the sentinels have moved. Saturation: %d connections for %v on `%s` over %d keys, all allowed, before the kill.",
 		failoverLimit, failoverWindow, forgottenWithin, saturateConns, saturateTime, saturatePolicy, saturateKeys)
 	rep.line("")
-	rep.line("| replicas | --durable-replicas | run | over the limit (keys) | forgotten | fail-mode answers | kill → sentinels moved | kill → last fail-mode answer | scripts to the restarted master | p50 / p99 at %d/s | saturation: checks/s, p50 / p99 (503s) |", o.failoverRate)
-	rep.line("|---|---|---|---|---|---|---|---|---|---|---|")
+	rep.line("| replicas | --durable-replicas | run | over the limit (keys) | forgotten | fail-mode answers | kill → sentinels moved (failovers) | kill → first allowed answer | kill → last fail-mode answer | scripts to the restarted master | p50 / p99 at %d/s | saturation: checks/s, p50 / p99 (503s) |", o.failoverRate)
+	rep.line("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, replicas := range o.failoverReplicas {
 		for _, durable := range []int{0, 1} {
 			v := failoverVariant{replicas: replicas, durable: durable}
@@ -96,15 +98,18 @@ func measureFailover(ctx context.Context, e *env) error {
 				if err != nil {
 					return err
 				}
-				moved := "never (no failover)"
+				moved, allowed := "never (no failover)", "none"
 				if r.movedAfter > 0 {
-					moved = r.movedAfter.Round(10 * time.Millisecond).String()
+					moved = fmt.Sprintf("%v (%d)", r.movedAfter.Round(10*time.Millisecond), r.switches)
+				}
+				if r.allowedAt > 0 {
+					allowed = r.allowedAt.Round(10 * time.Millisecond).String()
 				}
 				s := r.steady.sorted()
 				sat := r.sat.lat.sorted()
-				rep.line("| %d | %d | %d | **%d** (%d) | %d of %d | %d | %s | %s | %d | %s / %s | %.0f, %s / %s (%d) |",
+				rep.line("| %d | %d | %d | **%d** (%d) | %d of %d | %d | %s | %s | %s | %d | %s / %s | %.0f, %s / %s (%d) |",
 					replicas, durable, run, r.overs, r.overKeys, r.forgotten, r.lookedUp, r.failMode, moved,
-					r.lastFail.Round(10*time.Millisecond), r.oldScripts, ms(s.pct(.5)), ms(s.pct(.99)),
+					allowed, r.lastFail.Round(10*time.Millisecond), r.oldScripts, ms(s.pct(.5)), ms(s.pct(.99)),
 					r.sat.rate(), ms(sat.pct(.5)), ms(sat.pct(.99)), r.sat.byStatus[http.StatusServiceUnavailable])
 			}
 		}
@@ -180,6 +185,7 @@ func failoverRun(ctx context.Context, e *env, v failoverVariant) (failoverResult
 		return r, restartErr
 	}
 	r.answers = rec.all()
+	r.switches = d.Switches()
 	if r.oldScripts, err = redistest.ScriptCalls(ctx, old); err != nil {
 		return r, err
 	}
@@ -331,6 +337,9 @@ func analyse(r *failoverResult) {
 		if a.status == http.StatusServiceUnavailable || a.status == 0 {
 			r.failMode++
 			r.lastFail = max(r.lastFail, a.sent.Sub(r.killedAt))
+		}
+		if after := a.sent.Sub(r.killedAt); a.allowed && after > 0 && (r.allowedAt == 0 || after < r.allowedAt) {
+			r.allowedAt = after
 		}
 	}
 	for _, times := range byKey {

@@ -13,7 +13,11 @@
 //     server with the same tick stream (reference.go), reported as a ratio;
 //   - algorithms (SPEC §8): per algorithm, Redis µs per check and bytes per
 //     key at limits 10, 1,000 and 100,000, and agreement with the log on one
-//     recorded bursty trace (--trace-duration, replayed in real time).
+//     recorded bursty trace (--trace-duration, replayed in real time);
+//   - with --failover, that phase alone (failover.go, SPEC §10): a Sentinel
+//     deployment's master killed under load and brought back empty, with and
+//     without --durable-replicas 1, on 1 and 2 replicas — admissions over the
+//     limit, forgotten decisions, fail-mode answers, and what durability costs.
 //
 // It starts its own redis-server on a free port (unless --redis-url is given)
 // and runs the server as a separate process — this binary re-executed with the
@@ -24,6 +28,7 @@
 //	go run ./cmd/ratescope-load                       # every phase, a few minutes
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws   # the algorithms only
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-algos --viewers 1000,2000,10000
+//	go run ./cmd/ratescope-load --failover                   # a Sentinel failover under load, ~16 min
 //
 // With --envoy it also measures the Envoy rate limit service against
 // envoyproxy/ratelimit built from its source (envoy.go):

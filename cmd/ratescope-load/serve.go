@@ -211,14 +211,17 @@ func startProc(ctx context.Context, dir, name, logName string, env []string, mod
 
 var probe = &http.Client{Timeout: 2 * time.Second}
 
-func (s *serverProc) healthz() error {
-	resp, err := probe.Get("http://" + s.addr + "/healthz")
+func (s *serverProc) healthz() error { return s.answers("/healthz") }
+
+// answers reports whether GET path answers 200.
+func (s *serverProc) answers(path string) error {
+	resp, err := probe.Get("http://" + s.addr + path)
 	if err != nil {
 		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/healthz answered %s", resp.Status)
+		return fmt.Errorf("%s answered %s", path, resp.Status)
 	}
 	return nil
 }

@@ -25,6 +25,7 @@ type App struct {
 
 	out    *logBuffer
 	cancel context.CancelFunc
+	kill   func() // for a server in a process of its own (StartProcess)
 	done   chan error
 }
 
@@ -102,6 +103,17 @@ func (a *App) Stop() error {
 	case <-time.After(15 * time.Second):
 		return context.DeadlineExceeded
 	}
+}
+
+// Kill ends a server started by StartProcess at once, as a crash would: no
+// shutdown, no goodbye to other instances. It waits for the process to end.
+func (a *App) Kill() {
+	if a.kill == nil {
+		panic("apptest: Kill needs a server in a process of its own (StartProcess)")
+	}
+	a.kill()
+	a.cancel = nil
+	<-a.done
 }
 
 // Logs returns what the server has written to stdout so far.

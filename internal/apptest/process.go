@@ -76,6 +76,7 @@ func StartProcess(t testing.TB, env map[string]string, nofile uint64, args ...st
 	}
 	go func() { a.done <- cmd.Wait() }()
 	a.cancel = func() { _ = cmd.Process.Signal(syscall.SIGTERM) }
+	a.kill = func() { _ = cmd.Process.Kill() }
 	t.Cleanup(func() {
 		if err := a.Stop(); err != nil {
 			_ = cmd.Process.Kill()

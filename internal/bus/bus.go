@@ -22,9 +22,10 @@ import (
 // one server apart; a cluster has database 0 only.
 func Channel(rdb Client) string { return redisdb.Channel("ratescope:events", rdb) }
 
-// KindPresence is the kind of an envelope whose Viewers hold the sender's
-// viewer counts. Every other envelope carries an event for a window's
-// viewers, and its kind is the type of the message it carries.
+// KindPresence is the kind of an envelope whose Viewers is the sender's
+// viewer count of the window Topic names. Every other envelope carries an
+// event for a window's viewers, and its kind is the type of the message it
+// carries.
 const KindPresence = "presence"
 
 // Envelope carries one event between instances. A PUBLISH payload is one
@@ -34,9 +35,10 @@ type Envelope struct {
 	Kind   string          `json:"k"`           // KindPresence, or the type of Msg
 	Topic  string          `json:"t,omitempty"` // the window (Window.Topic), for events
 	Msg    json.RawMessage `json:"m,omitempty"` // the viewer message, as viewers get it
-	// Viewers maps windows (Window.Topic) to the sender's viewer count
-	// (presence); a window it no longer lists has none of its viewers.
-	Viewers map[string]int `json:"v,omitempty"`
+	// Viewers is, in a presence envelope, the sender's viewer count of the
+	// window Topic names (absent: 0, its viewers left). Every window has
+	// envelopes of its own, never one listing them all (Presence).
+	Viewers int `json:"n,omitempty"`
 }
 
 // Encode returns e as JSON, ready for AppendBatch.

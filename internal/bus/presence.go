@@ -8,22 +8,25 @@ import (
 	"time"
 )
 
-// Viewer counts across instances (SPEC §4): every instance with viewers
-// announces its counts on change and every PresenceEvery; counts not renewed
-// within PresenceTTL are forgotten, so nobody keeps publishing for, or
-// counting, the viewers of an instance that died.
+// Viewer counts across instances (SPEC §4): an instance announces each watched
+// window's count in a presence envelope of its own — when the count changes
+// (0 when its viewers leave) and again every PresenceEvery; a count not renewed
+// within PresenceTTL is forgotten, so nobody keeps publishing for, or counting,
+// the viewers of an instance that died. Announcing window by window keeps every
+// message small however many windows are watched.
 const (
 	PresenceEvery = time.Second
 	PresenceTTL   = 3 * PresenceEvery
 )
 
 // Presence remembers the viewer counts other instances announce. Watched is
-// what every event asks, so it reads an immutable map with no lock; the
-// announcements, about one a second per instance, rebuild that map.
+// what every event asks, so it reads, with no lock, a map that changes only
+// when a window starts or stops being watched; a renewal only moves the
+// window's expiry, an atomic in that map.
 type Presence struct {
 	mu      sync.Mutex
 	remote  map[Window]map[string]remoteCount // window → instance → its viewers
-	watched atomic.Pointer[map[Window]time.Time]
+	watched atomic.Pointer[map[Window]*atomic.Int64]
 	now     func() time.Time // time.Now; tests move it
 }
 
@@ -35,57 +38,78 @@ type remoteCount struct {
 // NewPresence returns an empty Presence.
 func NewPresence() *Presence {
 	p := &Presence{remote: map[Window]map[string]remoteCount{}, now: time.Now}
-	p.watched.Store(&map[Window]time.Time{})
+	p.watched.Store(&map[Window]*atomic.Int64{})
 	return p
 }
 
-// Record takes instance's presence envelope (counts keyed by topic): its
-// counts replace what it announced before. It returns the windows whose count
-// from instance changed.
-func (p *Presence) Record(instance string, counts map[string]int) []Window {
-	expires := p.now().Add(PresenceTTL)
-	byWindow := make(map[Window]int, len(counts))
-	for topic, n := range counts {
-		byWindow[ParseTopic(topic)] = n
-	}
+// Record takes the presence envelopes among envs, except self's own: each
+// sets its sender's count of its window (0: its viewers left) for
+// PresenceTTL. It returns the windows whose count from some instance changed.
+func (p *Presence) Record(envs []Envelope, self string) []Window {
+	now := p.now()
+	expires := now.Add(PresenceTTL)
 	var changed []Window
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for w, byInstance := range p.remote {
-		if _, ok := byWindow[w]; !ok {
-			if _, had := byInstance[instance]; had {
-				delete(byInstance, instance)
-				changed = append(changed, w)
-			}
-			if len(byInstance) == 0 {
-				delete(p.remote, w) // nobody announces it: forget the window
-			}
+	watched := *p.watched.Load()
+	var next map[Window]*atomic.Int64 // a copy, once the set of watched windows changes
+	for _, e := range envs {
+		if e.Kind != KindPresence || e.Origin == self {
+			continue
 		}
-	}
-	for w, n := range byWindow {
-		if p.remote[w] == nil {
-			p.remote[w] = map[string]remoteCount{}
-		}
-		if p.remote[w][instance].count != n {
+		w := ParseTopic(e.Topic)
+		byInstance := p.remote[w]
+		if byInstance[e.Origin].count != e.Viewers {
 			changed = append(changed, w)
 		}
-		p.remote[w][instance] = remoteCount{count: n, expires: expires}
+		if e.Viewers > 0 {
+			if byInstance == nil {
+				byInstance = map[string]remoteCount{}
+				p.remote[w] = byInstance
+			}
+			byInstance[e.Origin] = remoteCount{count: e.Viewers, expires: expires}
+		} else if byInstance != nil {
+			delete(byInstance, e.Origin)
+			if len(byInstance) == 0 {
+				delete(p.remote, w)
+			}
+		}
+		until := p.until(w, now)
+		u, ok := watched[w]
+		if ok && !until.IsZero() {
+			u.Store(until.UnixNano()) // a renewal: the set is the same
+			continue
+		}
+		if ok || !until.IsZero() {
+			if next == nil {
+				next = maps.Clone(watched)
+			}
+			if until.IsZero() {
+				delete(next, w)
+			} else {
+				u := new(atomic.Int64)
+				u.Store(until.UnixNano())
+				next[w] = u
+			}
+			watched = next
+		}
 	}
-	p.rebuild()
+	if next != nil {
+		p.watched.Store(&next)
+	}
 	return changed
 }
 
-// rebuild publishes, for Watched, until when each window has viewers.
-func (p *Presence) rebuild() {
-	watched := make(map[Window]time.Time, len(p.remote))
-	for w, byInstance := range p.remote {
-		for _, c := range byInstance {
-			if c.count > 0 && c.expires.After(watched[w]) {
-				watched[w] = c.expires
-			}
+// until is when w's latest unexpired count from some instance expires; zero
+// when none is left. p.mu must be held.
+func (p *Presence) until(w Window, now time.Time) time.Time {
+	var until time.Time
+	for _, c := range p.remote[w] {
+		if c.count > 0 && c.expires.After(now) && c.expires.After(until) {
+			until = c.expires
 		}
 	}
-	p.watched.Store(&watched)
+	return until
 }
 
 // Watched reports whether some instance announced viewers of w that have not
@@ -96,7 +120,7 @@ func (p *Presence) Watched(w Window) bool {
 		return false
 	}
 	until, ok := m[w]
-	return ok && p.now().Before(until)
+	return ok && p.now().UnixNano() < until.Load()
 }
 
 // Total is w's viewer count across the instances recorded, forgetting counts
@@ -104,32 +128,50 @@ func (p *Presence) Watched(w Window) bool {
 func (p *Presence) Total(w Window) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	total := 0
-	now := p.now()
-	expired := false
-	for inst, c := range p.remote[w] {
-		if now.After(c.expires) {
-			delete(p.remote[w], inst)
-			expired = true
-			continue
-		}
-		total += c.count
-	}
-	if len(p.remote[w]) == 0 {
-		delete(p.remote, w)
-	}
-	if expired {
-		p.rebuild()
-	}
-	return total
+	return p.totalLocked([]Window{w})[0]
 }
 
 // Sweep forgets the counts that expired (an instance that stopped announcing,
 // e.g. one that died) and the windows left without any.
 func (p *Presence) Sweep() {
-	for _, w := range p.Windows() {
-		p.Total(w)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.totalLocked(slices.Collect(maps.Keys(p.remote)))
+}
+
+// totalLocked is Total of each of ws, forgetting what expired in one change
+// of the watched map. p.mu must be held.
+func (p *Presence) totalLocked(ws []Window) []int {
+	now := p.now()
+	totals := make([]int, len(ws))
+	var gone []Window
+	for i, w := range ws {
+		for inst, c := range p.remote[w] {
+			if now.After(c.expires) {
+				delete(p.remote[w], inst)
+				continue
+			}
+			totals[i] += c.count
+		}
+		if len(p.remote[w]) == 0 {
+			delete(p.remote, w)
+			gone = append(gone, w)
+		}
 	}
+	watched := *p.watched.Load()
+	var next map[Window]*atomic.Int64
+	for _, w := range gone {
+		if _, ok := watched[w]; ok {
+			if next == nil {
+				next = maps.Clone(watched)
+			}
+			delete(next, w)
+		}
+	}
+	if next != nil {
+		p.watched.Store(&next)
+	}
+	return totals
 }
 
 // Windows lists the windows some instance has announced counts for, expired

@@ -15,14 +15,14 @@ import (
 func TestEnvelopeEncoding(t *testing.T) {
 	w := bus.Window{Key: "alice", Policy: "demo"}
 	decision := bus.Envelope{Origin: "svc-1", Kind: bus.TypeDecision, Topic: w.Topic(), Msg: json.RawMessage(`{"type":"decision","id":"x"}`)}
-	presence := bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence, Viewers: map[string]int{w.Topic(): 2}}
+	presence := bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence, Topic: w.Topic(), Viewers: 2}
 	for _, c := range []struct {
 		env  bus.Envelope
 		want string
 	}{
 		{decision, `{"o":"svc-1","k":"decision","t":"demo|alice","m":{"type":"decision","id":"x"}}`},
-		{presence, `{"o":"srv-a","k":"presence","v":{"demo|alice":2}}`},
-		{bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence}, `{"o":"srv-a","k":"presence"}`}, // no viewers left
+		{presence, `{"o":"srv-a","k":"presence","t":"demo|alice","n":2}`},
+		{bus.Envelope{Origin: "srv-a", Kind: bus.KindPresence, Topic: w.Topic()}, `{"o":"srv-a","k":"presence","t":"demo|alice"}`}, // its viewers left
 	} {
 		if got := string(c.env.Encode()); got != c.want {
 			t.Errorf("Encode() = %s, want %s", got, c.want)

@@ -279,6 +279,13 @@ func (d *Deployment) SentinelLogs(n int) string {
 	return b.String()
 }
 
+// Switches counts the masters the first sentinel has switched to since it
+// started (its log's +switch-master lines): the failovers it took part in.
+func (d *Deployment) Switches() int {
+	out, _ := os.ReadFile(filepath.Join(d.Sentinels[0].dir, "redis.log"))
+	return strings.Count(string(out), "+switch-master")
+}
+
 // Stop stops every sentinel, then every node.
 func (d *Deployment) Stop() {
 	StopAll(d.Sentinels)

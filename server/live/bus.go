@@ -13,20 +13,33 @@ import (
 // them in order, several to a PUBLISH when they pile up: a burst of
 // decisions costs Redis a few commands, not one per decision.
 
+// Viewer counts have an outbox of their own: a burst of decisions that fills
+// the events' queue must not crowd out the presence that tells the other
+// instances, within its time to live, to keep sending them.
+
 // send queues an encoded envelope for Redis; when the queue is full the event is
 // dropped (viewers still converge through snapshots) rather than slowing checks.
-func (v *View) send(env []byte) {
-	if !v.outbox.Send(env) {
+func (v *View) send(env []byte) { v.sendOn(v.outbox, env) }
+
+// sendPresence queues an encoded presence envelope.
+func (v *View) sendPresence(env []byte) { v.sendOn(v.presenceOut, env) }
+
+func (v *View) sendOn(o *bus.Outbox, env []byte) {
+	if !o.Send(env) {
 		v.d.Metrics.PubSubDropped.Inc()
 	}
 }
 
 func (v *View) publishLoop(ctx context.Context) {
-	v.outbox.Run(ctx, v.d.Redis, v.d.CheckTimeout, func(_ int, err error) {
+	report := func(_ int, err error) {
 		if err != nil && ctx.Err() == nil {
 			v.d.Metrics.PublishErrors.Inc()
 		}
-	})
+	}
+	done := make(chan struct{})
+	go func() { v.presenceOut.Run(ctx, v.d.Redis, v.d.CheckTimeout, report); close(done) }()
+	v.outbox.Run(ctx, v.d.Redis, v.d.CheckTimeout, report)
+	<-done
 }
 
 // subscribeLoop receives other instances' events until ctx ends, starting over
@@ -35,7 +48,10 @@ func (v *View) publishLoop(ctx context.Context) {
 func (v *View) subscribeLoop(ctx context.Context) {
 	bus.Listen(ctx, v.d.Redis, v.receive, bus.ListenHooks{
 		Interrupted: func(err error) { v.d.Log.Warn("redis pub/sub interrupted; resubscribing", "err", err) },
-		Reconnect:   v.d.Metrics.PubSubReconnects.Inc,
+		Resubscribed: func(attempts int) {
+			v.d.Log.Info("redis pub/sub resubscribed", "attempts", attempts)
+		},
+		Reconnect: v.d.Metrics.PubSubReconnects.Inc,
 	})
 }
 
@@ -45,14 +61,12 @@ func (v *View) receive(payload []byte) {
 	if err != nil {
 		return
 	}
+	v.remotePresence(envs)
 	for _, e := range envs {
 		if e.Origin == v.d.Instance {
 			continue
 		}
-		switch {
-		case e.Kind == bus.KindPresence:
-			v.remotePresence(e.Origin, e.Viewers)
-		case e.Topic != "": // an event: its message goes to the window's viewers as it is
+		if e.Topic != "" && e.Kind != bus.KindPresence { // an event: its message goes to the window's viewers as it is
 			w := bus.ParseTopic(e.Topic)
 			if v.hub.Count(w) > 0 {
 				v.hub.Publish(w, e.Msg)

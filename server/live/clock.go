@@ -11,14 +11,27 @@ import (
 // instance with a large audience sends each viewer fewer ticks, but at least one
 // every tickAtLeast.
 const (
-	// fanoutBudget is how many frames a second one instance spends on ticks, and as
-	// many on one window's change-driven snapshots and on its viewer counts, before
-	// it sends them less often. A frame costs about 10 µs of CPU on a 2-core VM
-	// (BENCHMARKS.md), so this is a fifth of a core; 2,000 viewers at 100 ms ticks
-	// and windows with up to 1,000 viewers are not affected. Decisions, resets and
-	// races are never thinned.
+	// fanoutBudget is how many frames a second one instance spends on one window's
+	// change-driven snapshots and on its viewer counts before it sends them less
+	// often. A frame costs about 10 µs of CPU on a 2-core VM (BENCHMARKS.md), so
+	// this is a fifth of a core; windows with up to 1,000 viewers are not
+	// affected. Decisions, resets and races are never thinned.
 	fanoutBudget = 20_000
-	tickAtLeast  = time.Second
+	// tickBudget is the frames a second one instance spends on ticks. Ticks are
+	// the state most cheaply thinned (the page interpolates between them), and
+	// every viewer also gets a snapshot a second: 500 viewers at 100 ms ticks get
+	// every tick, and from 5,000 on each viewer gets one a second.
+	tickBudget  = 5_000
+	tickAtLeast = time.Second
+)
+
+// Redis is reported down to viewers only after downAfter clock reads in a row
+// have failed, each given probeTimeout: a busy process (thousands of viewers)
+// or a busy Redis may answer one read late, and a healthy Redis must never be
+// reported down.
+const (
+	probeTimeout = time.Second
+	downAfter    = 2
 )
 
 // clock is the limiter's clock as the last tick read it, and Redis's state.
@@ -26,6 +39,10 @@ type clock struct {
 	up     atomic.Bool
 	status atomic.Pointer[[]byte] // the current status message
 	last   atomic.Pointer[reading]
+	// ride is the latest tick while the audience is so large that each viewer
+	// gets one tick a second: the periodic snapshots carry it, in the same
+	// frame, instead of a frame of its own. Nil otherwise.
+	ride atomic.Pointer[[]byte]
 }
 
 type reading struct {
@@ -70,42 +87,63 @@ func (v *View) setStatus(up bool) bool {
 }
 
 // tickShare is how many tick rounds apart each of n viewers gets a tick: every
-// round until n viewers' ticks would exceed fanoutBudget frames a second, and never
-// so far apart that a viewer waits longer than tickAtLeast.
+// round until n viewers' ticks would exceed tickBudget frames a second, and never
+// so far apart that a viewer waits longer than tickAtLeast. 0 means one a second:
+// the periodic snapshots carry them (clock.ride).
 func tickShare(n int, interval time.Duration) uint64 {
 	perSecond := float64(n) * float64(time.Second) / float64(interval)
-	every := max(1, int(math.Ceil(perSecond/fanoutBudget)))
-	return uint64(min(every, max(1, int(tickAtLeast/interval))))
+	every := max(1, int(math.Ceil(perSecond/tickBudget)))
+	most := max(1, int(tickAtLeast/interval))
+	if every >= most && most > 1 {
+		return 0
+	}
+	return uint64(min(every, most))
 }
 
-// tickLoop reads Redis's clock once per tick for all viewers of this instance; a
-// failed read is what marks Redis down for them.
+// tickLoop reads Redis's clock once per tick for all viewers of this instance;
+// downAfter failed reads in a row are what mark Redis down for them.
 func (v *View) tickLoop(ctx context.Context) {
 	t := time.NewTicker(v.d.TickInterval)
 	defer t.Stop()
 	var round uint64
+	failed := 0 // clock reads failed in a row
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		tctx, cancel := v.redisCtx(ctx)
+		tctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		now, err := v.d.Redis.Time(tctx).Result()
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			v.setStatus(false)
+			v.clock.ride.Store(nil)
+			if failed++; failed >= downAfter {
+				v.setStatus(false)
+			}
 			continue
 		}
+		failed = 0
 		v.setStatus(true)
 		ms := now.UnixMilli()
 		v.clock.last.Store(&reading{redisMs: ms, at: time.Now()})
-		if n := v.hub.Total(); n > 0 {
+		tick := TickMessage(ms)
+		n := v.hub.Total()
+		every := tickShare(n, v.d.TickInterval)
+		if every == 0 && !v.snapshotsFailing.Load() {
+			v.clock.ride.Store(&tick)
+			continue
+		}
+		v.clock.ride.Store(nil)
+		if every == 0 { // the snapshots are not going out: the clock goes alone
+			every = uint64(tickAtLeast / v.d.TickInterval)
+		}
+		if n > 0 {
 			// A large audience gets the clock in turns; the page interpolates.
-			v.hub.BroadcastLatestShare(kindTick, TickMessage(ms), tickShare(n, v.d.TickInterval), round)
+			v.hub.BroadcastLatestShare(kindTick, tick, every, round)
 			round++
 		}
 	}

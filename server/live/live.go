@@ -15,6 +15,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,15 +39,18 @@ type rediser interface {
 // Deps is everything the live view uses.
 type Deps struct {
 	Redis rediser
-	// ReadWindow reads a window without consuming it (the limiter's Window).
-	ReadWindow func(ctx context.Context, key string, p limiter.Policy) (limiter.Window, error)
+	// ReadWindows reads windows without consuming them, many in one round
+	// trip (the limiter's Windows).
+	ReadWindows func(ctx context.Context, ws []limiter.WindowOf) ([]limiter.Window, []error)
 	// Policy looks a policy up by name; policies may change while the server runs.
 	Policy func(name string) (limiter.Policy, bool)
 	// Instance names this server process to viewers and to other instances.
 	Instance string
 	// TickInterval is the fastest rate at which viewers get the clock.
 	TickInterval time.Duration
-	// CheckTimeout bounds every Redis call the live view makes.
+	// CheckTimeout bounds the live view's Redis calls, but the clock's reads
+	// and the periodic snapshots' batches, which may take a second: one late
+	// answer from a busy Redis is not an outage.
 	CheckTimeout time.Duration
 	Log          *slog.Logger
 	Metrics      Metrics
@@ -93,8 +97,12 @@ type View struct {
 
 	clock     clock
 	snapshots snapshots
-	presence  presence
-	outbox    *bus.Outbox // envelopes for other instances
+	// snapshotsFailing is set while the last round of periodic snapshots
+	// failed to read Redis, so ticks must not rely on them.
+	snapshotsFailing atomic.Bool
+	presence         presence
+	outbox           *bus.Outbox // events for other instances
+	presenceOut      *bus.Outbox // viewer counts for other instances
 
 	// order makes this instance's viewers and the other instances see its events
 	// in one order: publishing to the hub and queueing for Redis happen together.
@@ -114,7 +122,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: bus.NewOutbox(bus.DefaultQueueSize)}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: bus.NewOutbox(bus.DefaultQueueSize), presenceOut: bus.NewOutbox(2 * presenceRound)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()

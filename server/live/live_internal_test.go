@@ -1,12 +1,16 @@
 package live
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/ratescope/ratescope/internal/bus"
+	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/live/hub"
 )
 
 func TestSpacingKeepsWindowFramesWithinBudget(t *testing.T) {
@@ -56,12 +60,17 @@ func TestTickShareThinsLargeAudiencesToAtLeastOneASecond(t *testing.T) {
 		want     uint64
 	}{
 		{0, 100 * time.Millisecond, 1},
-		{2000, 100 * time.Millisecond, 1}, // exactly the budget: every viewer, every tick
-		{2001, 100 * time.Millisecond, 2},
-		{10_000, 100 * time.Millisecond, 5},
-		{1_000_000, 100 * time.Millisecond, 10}, // capped: one tick a second each
-		{1_000_000, 10 * time.Millisecond, 100},
-		{1_000_000, time.Second, 1},
+		{500, 100 * time.Millisecond, 1}, // exactly the budget: every viewer, every tick
+		{501, 100 * time.Millisecond, 2},
+		{2000, 100 * time.Millisecond, 4},
+		{4000, 100 * time.Millisecond, 8},
+		{4500, 100 * time.Millisecond, 9},
+		{4501, 100 * time.Millisecond, 0}, // one a second each: the snapshots carry them
+		{10_000, 100 * time.Millisecond, 0},
+		{1_000_000, 100 * time.Millisecond, 0},
+		{1_000_000, 10 * time.Millisecond, 0},
+		{1_000_000, time.Second, 1}, // once a second already: never more ticks than the interval
+		{1_000_000, 2 * time.Second, 1},
 		{1_000_000, 3 * time.Second, 1}, // slower than once a second already
 	} {
 		got := tickShare(c.viewers, c.interval)
@@ -71,8 +80,11 @@ func TestTickShareThinsLargeAudiencesToAtLeastOneASecond(t *testing.T) {
 		if gap := time.Duration(got) * c.interval; gap > tickAtLeast && c.interval <= tickAtLeast {
 			t.Errorf("tickShare(%d, %s): a viewer waits %s for a tick, over %s", c.viewers, c.interval, gap, tickAtLeast)
 		}
-		if perSecond := float64(c.viewers) / (time.Duration(got) * c.interval).Seconds(); got < uint64(tickAtLeast/c.interval) && perSecond > fanoutBudget {
-			t.Errorf("tickShare(%d, %s) = %d gives %.0f ticks/s, over %d", c.viewers, c.interval, got, perSecond, fanoutBudget)
+		if got == 0 {
+			continue // one a second, with the periodic snapshots
+		}
+		if perSecond := float64(c.viewers) / (time.Duration(got) * c.interval).Seconds(); got < uint64(tickAtLeast/c.interval) && perSecond > tickBudget {
+			t.Errorf("tickShare(%d, %s) = %d gives %.0f ticks/s, over %d", c.viewers, c.interval, got, perSecond, tickBudget)
 		}
 	}
 }
@@ -91,7 +103,7 @@ func TestReceiveBatchedEnvelopes(t *testing.T) {
 		env("them", TypeDecision, w, `{"n":1}`),
 		env("me", TypeDecision, w, `{"n":"mine"}`),
 		env("them", TypeReset, w, `{"n":2}`),
-		{Origin: "them", Kind: bus.KindPresence, Viewers: map[string]int{w.Topic(): 3}},
+		{Origin: "them", Kind: bus.KindPresence, Topic: w.Topic(), Viewers: 3},
 		env("them", TypeRace, w, `{"n":3}`),
 	}))
 	v.receive(encode(env("them", TypeDecision, w, `{"n":4}`))) // one envelope alone
@@ -110,5 +122,62 @@ func TestReceiveBatchedEnvelopes(t *testing.T) {
 	}
 	if !v.presence.remote.Watched(w) {
 		t.Error("the presence in the batch was not recorded")
+	}
+}
+
+// TestPeriodicSnapshotsCarryTheTick: while a large audience gets its ticks with
+// the periodic snapshots, a window's viewers take tick and snapshot in one
+// frame, a lab's viewers (no snapshot) the tick alone; a change-driven
+// snapshot carries none; and when Redis fails the window is not done and the
+// ticks stop relying on snapshots.
+func TestPeriodicSnapshotsCarryTheTick(t *testing.T) {
+	fail := false
+	v := New(Deps{
+		Instance: "me",
+		Policy: func(name string) (limiter.Policy, bool) {
+			return limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 5, Window: 10 * time.Second}}}, name == "demo"
+		},
+		ReadWindows: func(_ context.Context, ws []limiter.WindowOf) ([]limiter.Window, []error) {
+			out, errs := make([]limiter.Window, len(ws)), make([]error, len(ws))
+			for i, w := range ws {
+				if fail {
+					errs[i] = errors.New("redis down")
+				}
+				out[i] = limiter.Window{Key: w.Key, Policy: w.Policy.Name, Rules: []limiter.RuleState{{Limit: 5}}}
+			}
+			return out, errs
+		},
+	})
+	w, lab := Window{Key: "alice", Policy: "demo"}, labWindow("lab-1")
+	ws, lw := v.hub.Subscribe(w), v.hub.Subscribe(lab)
+	tick := TickMessage(42)
+	v.clock.ride.Store(&tick)
+	types := func(s *hub.Subscription[Window]) []string {
+		got, _ := s.Take(nil, 1<<20)
+		var out []string
+		for _, m := range got {
+			var msg struct{ Type string }
+			_ = json.Unmarshal(m, &msg)
+			out = append(out, msg.Type)
+		}
+		return out
+	}
+
+	if done := v.publishSnapshots(context.Background(), []Window{w, lab}, []bool{true, true}); !done[0] || !done[1] {
+		t.Fatalf("done %v, want both", done)
+	}
+	if got := types(ws); !slices.Equal(got, []string{TypeTick, TypeSnapshot}) {
+		t.Errorf("the window's viewer took %v in one go, want tick and snapshot", got)
+	}
+	if got := types(lw); !slices.Equal(got, []string{TypeTick}) {
+		t.Errorf("the lab's viewer took %v, want the tick", got)
+	}
+	v.publishSnapshots(context.Background(), []Window{w}, []bool{false})
+	if got := types(ws); !slices.Equal(got, []string{TypeSnapshot}) {
+		t.Errorf("after a change the viewer took %v, want the snapshot alone", got)
+	}
+	fail = true
+	if done := v.publishSnapshots(context.Background(), []Window{w}, []bool{true}); done[0] || !v.snapshotsFailing.Load() {
+		t.Errorf("with Redis failing: done %v, snapshotsFailing %v; want false, true", done, v.snapshotsFailing.Load())
 	}
 }

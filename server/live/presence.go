@@ -8,19 +8,24 @@ import (
 	"github.com/ratescope/ratescope/internal/bus"
 )
 
-// Viewer counts across instances (SPEC §4): every instance announces its own
-// counts on change and every presenceEvery; counts not renewed within
-// bus.PresenceTTL are forgotten (bus.Presence), so the total stays right
-// when an instance dies.
-const presenceEvery = bus.PresenceEvery
+// Viewer counts across instances (SPEC §4): every instance announces each
+// watched window's count in an envelope of its own (bus.Presence), when it
+// changes and again every presenceEvery, spread over the second by the
+// window's phase; counts not renewed within bus.PresenceTTL are forgotten,
+// so the total stays right when an instance dies. No message lists every
+// window: a round sends at most presenceRound envelopes, several to a PUBLISH.
+const (
+	presenceEvery = bus.PresenceEvery
+	presenceRound = 512
+)
 
 type presence struct {
 	remote *bus.Presence // other instances' counts
 
-	mu     sync.Mutex
-	last   map[Window]int      // the total last announced
-	due    map[Window]struct{} // windows whose count may have changed
-	ownDue bool                // this instance's counts changed
+	mu   sync.Mutex
+	last map[Window]int      // the total last announced to local viewers
+	due  map[Window]struct{} // windows whose total may have changed
+	own  map[Window]struct{} // windows whose local count changed: for other instances
 }
 
 func newPresence() presence {
@@ -28,6 +33,7 @@ func newPresence() presence {
 		remote: bus.NewPresence(),
 		last:   map[Window]int{},
 		due:    map[Window]struct{}{},
+		own:    map[Window]struct{}{},
 	}
 }
 
@@ -38,14 +44,17 @@ func (v *View) localViewersChanged(w Window, _ int) {
 	v.d.Metrics.Viewers.Set(float64(v.hub.Total()))
 	p := &v.presence
 	p.mu.Lock()
-	p.ownDue = true
 	p.due[w] = struct{}{}
+	p.own[w] = struct{}{}
 	p.mu.Unlock()
 }
 
-// remotePresence records another instance's counts (keyed as on the wire).
-func (v *View) remotePresence(instance string, counts map[string]int) {
-	changed := v.presence.remote.Record(instance, counts)
+// remotePresence records other instances' counts from a payload's envelopes.
+func (v *View) remotePresence(envs []bus.Envelope) {
+	changed := v.presence.remote.Record(envs, v.d.Instance)
+	if len(changed) == 0 {
+		return
+	}
 	p := &v.presence
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -78,54 +87,78 @@ func (v *View) presenceLoop(ctx context.Context) {
 	t := time.NewTicker(snapshotCoalesce)
 	defer t.Stop()
 	p := &v.presence
-	last := time.Now()
-	quiet := true
-	announced := map[Window]time.Time{} // when each window's count last went out
+	lastSweep := time.Now()
+	announced := map[Window]time.Time{} // when each window's count last went to its viewers
+	renewed := map[Window]time.Time{}   // when each window's count last went to other instances
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		now := time.Now()
 		p.mu.Lock()
-		periodic := time.Since(last) >= presenceEvery
-		ownDue := p.ownDue || periodic
-		p.ownDue = false
-		announce := p.due
-		p.due = map[Window]struct{}{}
+		announce, own := p.due, p.own
+		p.due, p.own = map[Window]struct{}{}, map[Window]struct{}{}
 		p.mu.Unlock()
 		var sweep []Window
-		if periodic {
+		if now.Sub(lastSweep) >= presenceEvery {
+			lastSweep = now
 			sweep = p.remote.Windows()
 		}
 		for w := range announce {
 			if n := v.hub.Count(w); n == 0 {
 				delete(announced, w) // announceViewers keeps the bookkeeping, sends nothing
-			} else if prev, ok := announced[w]; ok && !due(time.Now(), prev, min(spacing(n), presenceEvery)) {
+			} else if prev, ok := announced[w]; ok && !due(now, prev, min(spacing(n), presenceEvery)) {
 				p.mu.Lock()
 				p.due[w] = struct{}{} // a large audience: count it again later
 				p.mu.Unlock()
 				continue
 			} else {
-				announced[w] = time.Now()
+				announced[w] = now
 			}
 			v.announceViewers(w, true) // new viewers need the count too
 		}
 		for _, w := range sweep { // let expired instances fall out
 			v.announceViewers(w, false)
 		}
-		if !ownDue {
-			continue
+		v.announcePresence(now, own, renewed)
+	}
+}
+
+// announcePresence tells other instances this one's count of each window in own
+// (changed) and renews those due, one envelope per window, at most
+// presenceRound a round; the rest wait for the next round.
+func (v *View) announcePresence(now time.Time, own map[Window]struct{}, renewed map[Window]time.Time) {
+	sent := 0
+	tell := func(w Window) bool {
+		if sent == presenceRound {
+			return false
 		}
-		last = time.Now()
-		counts := map[string]int{}
-		for _, w := range v.hub.Topics() {
-			counts[w.Topic()] = v.hub.Count(w)
+		sent++
+		n := v.hub.Count(w)
+		if n > 0 {
+			if _, ok := renewed[w]; !ok {
+				renewed[w] = now.Add(-phase(w)) // renewals spread over the second
+			} else {
+				renewed[w] = now
+			}
+		} else {
+			delete(renewed, w)
 		}
-		// An instance without viewers stays silent after saying so once.
-		if len(counts) > 0 || !quiet {
-			v.send(bus.Envelope{Origin: v.d.Instance, Kind: bus.KindPresence, Viewers: counts}.Encode())
+		v.sendPresence(bus.Envelope{Origin: v.d.Instance, Kind: bus.KindPresence, Topic: w.Topic(), Viewers: n}.Encode())
+		return true
+	}
+	for w := range own {
+		if !tell(w) {
+			v.presence.mu.Lock()
+			v.presence.own[w] = struct{}{} // next round
+			v.presence.mu.Unlock()
 		}
-		quiet = len(counts) == 0
+	}
+	for w, at := range renewed {
+		if _, told := own[w]; !told && due(now, at, presenceEvery) && !tell(w) {
+			return
+		}
 	}
 }

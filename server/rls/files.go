@@ -83,7 +83,7 @@ func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func
 				c.orphan = l.Policy.Name
 				break
 			}
-			c.policy, c.key, names[i] = p, fileKey(domain, entries, m.Shared), l.Name
+			c.policy, c.key, c.stat, names[i] = p, fileKey(domain, entries, m.Shared), m.StatKey, l.Name
 			c.file = &fileLimit{rate: &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}, quota: l.Quota}
 		}
 		if m.Limit != nil && d.GetLimit() == nil {

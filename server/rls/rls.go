@@ -62,6 +62,13 @@ type Deps struct {
 	// Shadow is envoyproxy/ratelimit's SHADOW_MODE: the overall answer is
 	// OK whatever the statuses say.
 	Shadow bool
+	// Stats, when set, is told what each decided descriptor of the files
+	// adds to its statistics, under its statistics key as
+	// envoyproxy/ratelimit names it (envoyconf.Match.StatKey).
+	Stats func(key string, h Hits)
+	// NearLimitRatio is where Stats' near limit begins, as a fraction of the
+	// limit (NEAR_LIMIT_RATIO); 0: DefaultNearLimitRatio.
+	NearLimitRatio float64
 	// Log gets a warning per descriptor mapped to a missing policy; nil
 	// discards them.
 	Log *slog.Logger
@@ -80,6 +87,9 @@ func New(deps Deps) *Service {
 	}
 	if deps.Files == nil {
 		deps.Files = func() *envoyconf.Set { return nil }
+	}
+	if deps.NearLimitRatio <= 0 {
+		deps.NearLimitRatio = DefaultNearLimitRatio
 	}
 	if deps.Prepare == nil {
 		deps.Prepare = func(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p) }
@@ -119,6 +129,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 			return nil, status.Errorf(codes.InvalidArgument, "descriptors[%d]: %v", i, o.err)
 		default:
 			return nil, status.Error(codes.Unavailable, "the limiter could not reach Redis in time; try again shortly")
+		}
+	}
+	if s.deps.Stats != nil {
+		for _, o := range outcomes {
+			if o.c.stat != "" && (o.decided || o.never) {
+				s.deps.Stats(o.c.stat, hitsOfOutcome(o, s.deps.NearLimitRatio))
+			}
 		}
 	}
 	if compat {

@@ -35,6 +35,8 @@ type check struct {
 	// envoyproxy/ratelimit's, or a limit override, wrote it; nil: by the
 	// policy's binding rule.
 	file *fileLimit
+	// stat is the descriptor's statistics key, for a limit of the files.
+	stat string
 	// orphan names the policy a mapping points at when no such policy is
 	// configured: a reload between reading the mappings and the policies.
 	// The descriptor is treated as unmapped, as the new config says.

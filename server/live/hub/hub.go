@@ -171,10 +171,25 @@ func (h *Hub[T]) Broadcast(msg []byte) {
 	h.each(func(s *Subscription[T], now time.Duration) bool { return s.push(msg, now) })
 }
 
+// State is one "latest" message: its kind and its encoded bytes.
+type State struct {
+	Kind Kind
+	Msg  []byte
+}
+
 // PublishLatest offers msg, of kind k, to every subscriber of topic in place of any
 // message of that kind it has not taken yet. It never blocks. msg is shared and must
 // not be modified afterwards. A subscriber whose queue has grown too old is dropped.
 func (h *Hub[T]) PublishLatest(topic T, k Kind, msg []byte) {
+	h.PublishStates(topic, State{Kind: k, Msg: msg})
+}
+
+// PublishStates is PublishLatest of several states at once: a subscriber is woken
+// once for all of them and takes them together, in one frame.
+func (h *Hub[T]) PublishStates(topic T, states ...State) {
+	if len(states) == 0 {
+		return
+	}
 	h.mu.Lock()
 	subs := h.topics[topic]
 	if len(subs) == 0 {
@@ -184,7 +199,7 @@ func (h *Hub[T]) PublishLatest(topic T, k Kind, msg []byte) {
 	now := h.clock()
 	dropped := false
 	for s := range subs {
-		if !s.offer(k, msg, now) {
+		if !s.offer(states, now) {
 			h.drop(topic, subs, s)
 			dropped = true
 		}
@@ -199,7 +214,8 @@ func (h *Hub[T]) PublishLatest(topic T, k Kind, msg []byte) {
 // BroadcastLatest is PublishLatest to every subscriber of every topic, so one
 // encoded clock tick serves all viewers.
 func (h *Hub[T]) BroadcastLatest(k Kind, msg []byte) {
-	h.each(func(s *Subscription[T], now time.Duration) bool { return s.offer(k, msg, now) })
+	states := []State{{Kind: k, Msg: msg}}
+	h.each(func(s *Subscription[T], now time.Duration) bool { return s.offer(states, now) })
 }
 
 // BroadcastLatestShare is BroadcastLatest to one subscriber in every `every`: those
@@ -212,8 +228,9 @@ func (h *Hub[T]) BroadcastLatestShare(k Kind, msg []byte, every, phase uint64) {
 		return
 	}
 	phase %= every
+	states := []State{{Kind: k, Msg: msg}}
 	h.each(func(s *Subscription[T], now time.Duration) bool {
-		return s.seq%every != phase || s.offer(k, msg, now)
+		return s.seq%every != phase || s.offer(states, now)
 	})
 }
 

@@ -204,6 +204,37 @@ func TestLatestKeepsOnlyTheNewestOfEachKind(t *testing.T) {
 	assertMessages(t, a, "tick again")
 }
 
+// TestPublishStatesGoOutTogether: states offered together wake a subscriber
+// once and are taken in one go, whatever was offered of their kinds before.
+func TestPublishStatesGoOutTogether(t *testing.T) {
+	h := hub.New[string]()
+	a := h.Subscribe("a")
+	h.PublishLatest("a", snapshot, []byte("old snapshot"))
+	<-a.Ready()
+	if got, _ := a.Take(nil, 1<<20); len(got) != 1 {
+		t.Fatalf("took %q", got)
+	}
+	h.PublishStates("a", hub.State{Kind: tick, Msg: []byte("tick")}, hub.State{Kind: snapshot, Msg: []byte("snapshot")})
+	<-a.Ready()
+	got, more := a.Take(nil, 1<<20)
+	if strings.Join(bytesToStrings(got), ",") != "tick,snapshot" || more {
+		t.Fatalf("took %q (more %v), want tick and snapshot in one go", got, more)
+	}
+	select {
+	case <-a.Ready():
+		t.Fatal("a second token for states offered together")
+	default:
+	}
+}
+
+func bytesToStrings(bs [][]byte) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = string(b)
+	}
+	return out
+}
+
 // TestAnyKindHasItsOwnSlot: the hub holds as many kinds of latest message as
 // its publisher offers, each in its own slot, in Kind order — it is sized by
 // nobody's constant.

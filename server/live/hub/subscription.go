@@ -60,9 +60,10 @@ func (s *Subscription[T]) push(msg []byte, now time.Duration) bool {
 	return true
 }
 
-// offer puts msg in the slot of kind k, replacing what waits there; like push it
-// reports false when the queue has grown too old. The hub's lock is held.
-func (s *Subscription[T]) offer(k Kind, msg []byte, now time.Duration) bool {
+// offer puts each state in the slot of its kind, replacing what waits there,
+// and wakes the reader once; like push it reports false when the queue has
+// grown too old. The hub's lock is held.
+func (s *Subscription[T]) offer(states []State, now time.Duration) bool {
 	s.mu.Lock()
 	if s.ended {
 		s.mu.Unlock()
@@ -73,10 +74,12 @@ func (s *Subscription[T]) offer(k Kind, msg []byte, now time.Duration) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if int(k) >= len(s.latest) {
-		s.latest = append(s.latest, make([][]byte, int(k)+1-len(s.latest))...)
+	for _, st := range states {
+		if int(st.Kind) >= len(s.latest) {
+			s.latest = append(s.latest, make([][]byte, int(st.Kind)+1-len(s.latest))...)
+		}
+		s.latest[st.Kind] = st.Msg
 	}
-	s.latest[k] = msg
 	wake := s.arm()
 	s.mu.Unlock()
 	if wake {
