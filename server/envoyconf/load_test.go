@@ -116,7 +116,7 @@ func TestLoadErrors(t *testing.T) {
 		{"not_a_bool.yaml", `not_a_bool.yaml: descriptors[0].shadow_mode (line 4): want true or false, not "sometimes"`},
 		{"wrong_shape.yaml", `wrong_shape.yaml: descriptors[0].rate_limit (line 4): want a mapping with unit and requests_per_unit, not a list`},
 		{"not_a_mapping.yaml", `not_a_mapping.yaml (line 1): the file must be a mapping with domain and descriptors, not a list`},
-		{"bad_algorithm.yaml", `bad_algorithm.yaml: algorithm (line 2): "leaky" is not an algorithm; want one of log, fixed, counter, gcra, bucket`},
+		{"bad_algorithm.yaml", `bad_algorithm.yaml: algorithm (line 2): "tokenbucket" is not an algorithm; want one of ` + limiter.AlgorithmNames()},
 		{"nested_algorithm.yaml", `nested_algorithm.yaml: descriptors[0].algorithm (line 4): unknown key "algorithm"`},
 		{"log_too_big.yaml", `log_too_big.yaml: descriptors[0].rate_limit.requests_per_unit (line 5): 100001 is more than the log keeps (100000)`},
 		{"gcra_too_long.yaml", `gcra_too_long.yaml: descriptors[0].rate_limit.unit (line 5): month is longer than gcra takes (a week)`},
