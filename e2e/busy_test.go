@@ -6,6 +6,7 @@ package e2e_test
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -129,8 +130,8 @@ func TestBusyWindow(t *testing.T) {
 	// 10 s windows are measured, and the page must meet every bound in one
 	// that got its 1,000 checks/s (a page that cannot, as before issue 10 —
 	// no frame for 15–60 s — fails them all).
-	var res probeResult // the last window that got its checks
-	loaded := false
+	var res, blank probeResult // the last window that got its checks
+	loaded, best := false, 0.0
 	for attempt := 1; attempt <= attempts; attempt++ {
 		answered0 := st.allowed.Load() + st.denied.Load()
 		startProbe(control)
@@ -145,23 +146,27 @@ func TestBusyWindow(t *testing.T) {
 		if info.Count < minCount {
 			t.Fatalf("the window holds %d entries, want ≥ %d: the test did not test what it says", info.Count, minCount)
 		}
+		best = max(best, got)
 		if got < 1000 {
 			t.Logf("window %d: the load reached %.0f answered checks/s, short of 1,000: the machine is too busy to count it", attempt, got)
 			continue
 		}
-		loaded, res = true, r
-		if res.FPS >= minFPS && res.LongestTaskMs <= maxTaskMs && res.MaxDOM < maxDOM {
+		loaded, res, blank = true, r, ctl
+		if res.FPS >= fpsBound(minFPS, blank) && res.LongestTaskMs <= taskBound(maxTaskMs, blank) && res.MaxDOM < maxDOM {
 			break
 		}
 	}
 	if !loaded {
-		t.Fatalf("no window got 1,000 answered checks/s: the test did not test what it says")
+		if strictTiming() {
+			t.Fatalf("no window got 1,000 answered checks/s (at best %.0f): the test did not test what it says", best)
+		}
+		t.Skipf("no window got 1,000 answered checks/s (at best %.0f): the machine is too busy to test a busy window (RATESCOPE_TEST_STRICT_TIMING=1 fails instead)", best)
 	}
-	if res.FPS < minFPS {
-		t.Errorf("%.1f fps under load, want ≥ %d", res.FPS, minFPS)
+	if bound := fpsBound(minFPS, blank); res.FPS < bound {
+		t.Errorf("%.1f fps under load, want ≥ %.1f (%d, less what a blank page lost meanwhile: it drew %.1f)", res.FPS, bound, minFPS, blank.FPS)
 	}
-	if res.LongestTaskMs > maxTaskMs {
-		t.Errorf("a long task of %.0f ms, want none over %d ms", res.LongestTaskMs, maxTaskMs)
+	if bound := taskBound(maxTaskMs, blank); res.LongestTaskMs > bound {
+		t.Errorf("a long task of %.0f ms, want none over %.0f ms (%d, plus the longest a blank page went without a frame meanwhile)", res.LongestTaskMs, bound, maxTaskMs)
 	}
 	if res.MaxDOM >= maxDOM {
 		t.Errorf("the DOM reached %d elements, want fewer than %d", res.MaxDOM, maxDOM)
@@ -219,7 +224,8 @@ func TestBusyWindow(t *testing.T) {
 
 // TestIdleBusyWindow: a window of 1,200 entries and no traffic paints at the
 // display's 60 fps. The bound is 55, not 60: a headless requestAnimationFrame
-// on a loaded machine misses the odd frame even for an empty page.
+// on a loaded machine misses the odd frame even for an empty page — and less
+// by as much as a blank page measured beside it falls short (fpsBound).
 func TestIdleBusyWindow(t *testing.T) {
 	const seeded = 1200
 	e := start(t, busyArgs...)
@@ -234,13 +240,17 @@ func TestIdleBusyWindow(t *testing.T) {
 		}
 		time.Sleep(pollEvery)
 	}
+	control := openTab(t, browser(t), "control")
+	control.run("open a blank page", chromedp.Navigate("about:blank"))
 	time.Sleep(time.Second) // past the start-up's layout and first draws
+	startProbe(control)
 	startProbe(tb)
 	time.Sleep(5 * time.Second)
 	res := readProbe(tb)
-	t.Logf("idle with %d entries: %s", seeded, res)
-	if res.FPS < 55 {
-		t.Errorf("%.1f fps idle with %d entries, want 60 (≥ 55 allowing for headless timing)", res.FPS, seeded)
+	blank := readProbe(control)
+	t.Logf("idle with %d entries: %s; a blank page meanwhile: %s", seeded, res, blank)
+	if bound := fpsBound(55, blank); res.FPS < bound {
+		t.Errorf("%.1f fps idle with %d entries, want 60 (≥ %.1f: 55 allowing for headless timing, less what a blank page lost meanwhile: it drew %.1f)", res.FPS, seeded, bound, blank.FPS)
 	}
 	if info := timeline(tb); info.Mode != "band" {
 		t.Errorf("with %d entries the timeline is in mode %q, want band", seeded, info.Mode)
@@ -301,3 +311,20 @@ func TestFramesStopped(t *testing.T) {
 		t.Errorf("status reads %q, want live", s.Status)
 	}
 }
+
+// fpsBound is the frame rate a page must reach: want, less the share of the
+// display's frames that a blank page, measured at the same time, did not get
+// — other work on the machine takes frames from every page alike, and a page
+// that cannot keep up on its own (no frame for seconds) still fails.
+func fpsBound(want float64, blank probeResult) float64 { return want * min(1, blank.FPS/58) }
+
+// taskBound is the longest task a page may run: want, plus the longest a
+// blank page measured at the same time went without a frame beyond the
+// display's 17 ms — a stall the machine imposed on every page alike.
+func taskBound(want float64, blank probeResult) float64 {
+	return want + max(0, blank.MaxFrameGapMs-17)
+}
+
+// strictTiming reports whether tests must fail, not skip, when the machine is
+// too busy to produce the load they measure under (RATESCOPE_TEST_STRICT_TIMING=1).
+func strictTiming() bool { return os.Getenv("RATESCOPE_TEST_STRICT_TIMING") == "1" }

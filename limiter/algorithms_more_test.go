@@ -226,19 +226,20 @@ func TestClusterAlgorithms(t *testing.T) {
 			if alg == limiter.Log {
 				return
 			}
-			// A state that first fits 200 ms from now: the retry says so.
+			// A state that first fits 2 s from now (time enough for the
+			// check to arrive on a loaded machine): the retry says so.
 			p2 := mustPolicy(t, "exact=3/1m@"+string(alg))
 			awayFromBoundary(t, client, 60_000, 5*time.Second)
 			t0 := redisNow(t, client)
 			var m ruleModel
 			switch alg {
-			case limiter.Fixed, limiter.Counter:
+			case limiter.GCRA:
+				m = &gcraModel{l: 3, w: 60_000, tat: (t0 + 2000 + 60_000 - 20_000) * 3}
+			case limiter.Bucket:
+				m = &bucketModel{l: 3, w: 60_000, units: 60_000 - 6000, last: t0}
+			default: // full at t0
 				m = emptyModel(alg, 3, 60_000)
 				m.take(t0, 3)
-			case limiter.GCRA:
-				m = &gcraModel{l: 3, w: 60_000, tat: (t0 + 200 + 60_000 - 20_000) * 3}
-			case limiter.Bucket:
-				m = &bucketModel{l: 3, w: 60_000, units: 60_000 - 600, last: t0}
 			}
 			key := uniqueKey(t)
 			seedModel(t, client, key, p2, policyModel{m})

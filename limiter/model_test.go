@@ -153,37 +153,64 @@ func resetAfter(r ruleModel, t int64) int64 {
 	panic("never full again")
 }
 
+// algorithmModel is how the tests model one algorithm that keeps a state.
+// An algorithm's test file registers its own in models (from an init), so a
+// new algorithm brings its model in its own files.
+type algorithmModel struct {
+	// empty is a rule with nothing recorded.
+	empty func(l, w int64) ruleModel
+	// random is a rule in a random but possible state relative to t0
+	// (Redis's clock when seeding), rng-chosen.
+	random func(l, w, t0 int64, rng *rand.Rand) ruleModel
+}
+
+// models holds every state algorithm's model.
+var models = map[limiter.Algorithm]algorithmModel{
+	limiter.Fixed: {
+		empty: func(l, w int64) ruleModel { return &fixedModel{l: l, w: w, start: -w} },
+		random: func(l, w, t0 int64, rng *rand.Rand) ruleModel {
+			return &fixedModel{l: l, w: w, start: align(t0, w) - w*rng.Int64N(2), count: rng.Int64N(l + 1)}
+		},
+	},
+	limiter.Counter: {
+		empty: func(l, w int64) ruleModel { return &counterModel{l: l, w: w, start: -3 * w} },
+		random: func(l, w, t0 int64, rng *rand.Rand) ruleModel {
+			return &counterModel{l: l, w: w, start: align(t0, w) - w*rng.Int64N(3), prev: rng.Int64N(l + 1), curr: rng.Int64N(l + 1)}
+		},
+	},
+	limiter.GCRA: {
+		empty: func(l, w int64) ruleModel { return &gcraModel{l: l, w: w} },
+		random: func(l, w, t0 int64, rng *rand.Rand) ruleModel {
+			// A TAT from half a window ago to a whole window ahead.
+			return &gcraModel{l: l, w: w, tat: t0*l - w*l/2 + rng.Int64N(w*l*3/2+1)}
+		},
+	},
+	limiter.Bucket: {
+		empty: func(l, w int64) ruleModel { return &bucketModel{l: l, w: w, units: l * w} },
+		random: func(l, w, t0 int64, rng *rand.Rand) ruleModel {
+			return &bucketModel{l: l, w: w, units: rng.Int64N(l*w + 1), last: t0 - rng.Int64N(2*w)}
+		},
+	},
+}
+
+// modelFor is alg's model; an algorithm without one fails the tests that
+// need it, by name.
+func modelFor(alg limiter.Algorithm) algorithmModel {
+	m, ok := models[alg]
+	if !ok {
+		panic("no test model for the algorithm " + string(alg) + ": register one in models from its own _test.go")
+	}
+	return m
+}
+
 // randomModel is a rule of the named algorithm in a random but possible
 // state relative to t0 (Redis's clock when seeding), rng-chosen.
 func randomModel(alg limiter.Algorithm, l, w, t0 int64, rng *rand.Rand) ruleModel {
-	switch alg {
-	case limiter.Fixed:
-		return &fixedModel{l: l, w: w, start: align(t0, w) - w*rng.Int64N(2), count: rng.Int64N(l + 1)}
-	case limiter.Counter:
-		return &counterModel{l: l, w: w, start: align(t0, w) - w*rng.Int64N(3), prev: rng.Int64N(l + 1), curr: rng.Int64N(l + 1)}
-	case limiter.GCRA:
-		// A TAT from half a window ago to a whole window ahead.
-		return &gcraModel{l: l, w: w, tat: t0*l - w*l/2 + rng.Int64N(w*l*3/2+1)}
-	case limiter.Bucket:
-		return &bucketModel{l: l, w: w, units: rng.Int64N(l*w + 1), last: t0 - rng.Int64N(2*w)}
-	}
-	panic("no model for " + string(alg))
+	return modelFor(alg).random(l, w, t0, rng)
 }
 
 // emptyModel is a rule of the named algorithm with nothing recorded.
-func emptyModel(alg limiter.Algorithm, l, w int64) ruleModel {
-	switch alg {
-	case limiter.Fixed:
-		return &fixedModel{l: l, w: w, start: -w}
-	case limiter.Counter:
-		return &counterModel{l: l, w: w, start: -3 * w}
-	case limiter.GCRA:
-		return &gcraModel{l: l, w: w}
-	case limiter.Bucket:
-		return &bucketModel{l: l, w: w, units: l * w}
-	}
-	panic("no model for " + string(alg))
-}
+func emptyModel(alg limiter.Algorithm, l, w int64) ruleModel { return modelFor(alg).empty(l, w) }
 
 // modelOf is p's rules with nothing recorded.
 func modelOf(p limiter.Policy) policyModel {

@@ -17,14 +17,14 @@ func ExampleParsePolicy() {
 		}
 		fmt.Printf("%-26s %s algorithm=%s shadow=%v first rule %d per %s\n", s, p.Name, p.Algorithm, p.Shadow, p.Rules[0].Limit, p.Rules[0].Window)
 	}
-	_, err := limiter.ParsePolicy("api=1000/1m@sliding")
+	_, err := limiter.ParsePolicy("api=1000/1fortnight")
 	fmt.Println(err)
 	// Output:
 	// login=20/1h,5/1m           login algorithm=log shadow=false first rule 5 per 1m0s
 	// api=1000/1m@gcra           api algorithm=gcra shadow=false first rule 1000 per 1m0s
 	// search=50/10s+shadow       search algorithm=log shadow=true first rule 50 per 10s
 	// burst=5/1s@bucket+shadow   burst algorithm=bucket shadow=true first rule 5 per 1s
-	// policy "api": algorithm "sliding" must be one of log, fixed, counter, gcra, bucket
+	// policy "api": rule "1000/1fortnight": window must be a Go duration such as 10s, 1m or 24h
 }
 
 // ExamplePolicy_String writes a policy back as it is configured, each window

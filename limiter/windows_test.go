@@ -107,5 +107,8 @@ func clearMoment(r *limiter.RuleState) {
 		b := *st
 		b.Tokens, b.LastRefillMs = 0, 0 // an empty bucket was last full now
 		r.State = &b
+	case *limiter.FixedState:
+	default: // an algorithm this test does not know: its counts are compared, not its state
+		r.State = nil
 	}
 }

@@ -23,8 +23,8 @@ var openAPISource []byte
 // openAPI is the document served: openAPISource with the algorithms filled in.
 var openAPI = openAPIDocument(openAPISource, limiter.Algorithms())
 
-// openAPIDocument fills in the algorithms: the Algorithm schema's names, and
-// an object in RuleState for the state of each algorithm that keeps one but
+// openAPIDocument fills in the algorithms: the Algorithm schema's names, a
+// lab answer's count of results, and an object in RuleState for the state of each algorithm that keeps one but
 // has no schema of its own in the document.
 func openAPIDocument(src []byte, algorithms []limiter.Descriptor) []byte {
 	var doc map[string]any
@@ -37,6 +37,8 @@ func openAPIDocument(src []byte, algorithms []limiter.Descriptor) []byte {
 		names[i] = string(a.Name)
 	}
 	object(schemas, "Algorithm")["enum"] = names
+	results := object(object(object(schemas, "LabAnswer"), "properties"), "results")
+	results["minItems"], results["maxItems"] = len(algorithms), len(algorithms) // a lab answers for each
 	states := object(object(schemas, "RuleState"), "properties")
 	for _, a := range algorithms {
 		if _, ok := states[string(a.Name)]; !ok && !a.Entries {

@@ -50,4 +50,8 @@ func TestOpenAPIAlgorithmsAreTheLimiters(t *testing.T) {
 	if _, ok := schemas["RuleState"].(map[string]any)["properties"].(map[string]any)["sixth"]; !ok {
 		t.Fatal("a sixth algorithm's state has no schema")
 	}
+	results := schemas["LabAnswer"].(map[string]any)["properties"].(map[string]any)["results"].(map[string]any)
+	if results["maxItems"] != float64(len(extra)) || results["minItems"] != float64(len(extra)) {
+		t.Fatalf("a lab answer of %d algorithms is held to %v–%v results", len(extra), results["minItems"], results["maxItems"])
+	}
 }
