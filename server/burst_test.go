@@ -20,6 +20,7 @@ import (
 
 	"github.com/ratescope/ratescope/internal/apptest"
 	"github.com/ratescope/ratescope/internal/redistest"
+	"github.com/ratescope/ratescope/internal/testload"
 )
 
 // Shape of TestBurstReachesEveryViewer. Its size and time bounds are in
@@ -112,7 +113,7 @@ func TestBurstReachesEveryViewer(t *testing.T) {
 	if took, ok := <-dropped; !ok {
 		t.Errorf("the non-reader was not dropped within %s", 3*burstDropWithin)
 	} else if took > burstDropWithin {
-		t.Errorf("the non-reader was dropped %s after the first burst began, want within %s", took.Round(time.Millisecond), burstDropWithin)
+		testload.Miss(t, fmt.Sprintf("the non-reader was dropped %s after the first burst began, want within %s", took.Round(time.Millisecond), burstDropWithin))
 	} else {
 		t.Logf("the non-reader was dropped %s after the first burst began", took.Round(time.Millisecond))
 	}
@@ -362,7 +363,7 @@ func (r *burstReader) verify(t *testing.T, origin map[string]string, total int) 
 		}
 	}
 	if late > 0 {
-		t.Errorf("%s: %d decisions arrived more than %s after their nowMs (worst %d ms)", r.name, late, burstLatency, worst)
+		testload.Miss(t, fmt.Sprintf("%s: %d decisions arrived more than %s after their nowMs (worst %d ms)", r.name, late, burstLatency, worst))
 	}
 	t.Logf("%s: %d decisions, the latest %d ms after its nowMs", r.name, len(r.seen), worst)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ratescope/ratescope/internal/redistest"
+	"github.com/ratescope/ratescope/internal/testload"
 )
 
 // decisionReaches checks on a until viewer v (possibly on another instance)
@@ -226,7 +226,7 @@ func TestOutageUnderSteadyLoad(t *testing.T) {
 			if worst > timeout+time.Second {
 				t.Fatalf("slowest answer %v: Redis failures must be answered within the check timeout", worst)
 			}
-			if os.Getenv("RATESCOPE_TEST_STRICT_TIMING") == "1" && over > 0 {
+			if testload.Strict() && over > 0 {
 				t.Fatalf("%d answers slower than the check timeout + 100 ms", over)
 			}
 		})

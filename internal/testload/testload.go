@@ -1,0 +1,41 @@
+// Package testload lets tests tell a slow product from a busy machine: a
+// speed bound missed while other work competes for the CPU measured the
+// machine, and is logged rather than judged — unless
+// RATESCOPE_TEST_STRICT_TIMING=1, as on a machine kept quiet for measuring.
+package testload
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"testing"
+)
+
+// Strict reports whether speed bounds are judged however busy the machine
+// is (RATESCOPE_TEST_STRICT_TIMING=1).
+func Strict() bool { return os.Getenv("RATESCOPE_TEST_STRICT_TIMING") == "1" }
+
+// Busy reports the 1-minute load average and whether it exceeds the
+// machine's cores: other work then competes with the test for the CPU.
+func Busy() (load float64, busy bool) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, false
+	}
+	if _, err := fmt.Sscan(string(b), &load); err != nil {
+		return 0, false
+	}
+	return load, load > float64(runtime.NumCPU())
+}
+
+// Miss reports a missed speed bound: an error, unless the machine is busy
+// and timing is not strict — then it is logged, and the test's behaviour
+// checks are judged as ever.
+func Miss(t testing.TB, msg string) {
+	t.Helper()
+	if load, busy := Busy(); busy && !Strict() {
+		t.Logf("%s — not judged: load average %.1f on %d cores (RATESCOPE_TEST_STRICT_TIMING=1 judges it)", msg, load, runtime.NumCPU())
+		return
+	}
+	t.Error(msg)
+}
