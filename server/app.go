@@ -25,9 +25,11 @@ type app struct {
 	metrics  *metrics
 	instance string
 	live     *live.View
-	ready    *readiness.Monitor // whether Redis accepts writes: /readyz, gRPC health
-	races    races
-	viewers  *slots[string] // WebSocket viewers per client address (ClientAddr)
+	// labRecent keeps each lab's recent requests for the tabs that join.
+	labRecent labRecent
+	ready     *readiness.Monitor // whether Redis accepts writes: /readyz, gRPC health
+	races     races
+	viewers   *slots[string] // WebSocket viewers per client address (ClientAddr)
 }
 
 // observeReset tells live viewers a window was reset.

@@ -150,6 +150,10 @@ func handleLabCheck(a *app) echo.HandlerFunc {
 			return unavailable("failed to decide in Redis; try again shortly")
 		}
 		out := live.NewLabResult(lab, limit, int64(windowMs), cost, ds)
+		if err := a.labRecent.record(ctx, out); err != nil {
+			// Decided all the same: only a tab that joins later misses it.
+			a.metrics.redisErrors.WithLabelValues("lab").Inc()
+		}
 		a.live.Lab(out)
 		return c.JSON(http.StatusOK, out)
 	}
@@ -164,7 +168,7 @@ func handleLabReset(a *app) echo.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
 		defer cancel()
-		if err := a.lim.Reset(ctx, labKey(lab), limiter.Policy{Name: labPolicy}); err != nil {
+		if err := a.lim.Reset(ctx, labKey(lab), limiter.Policy{Name: labPolicy}); err != nil || a.labRecent.forget(ctx, lab) != nil {
 			a.metrics.redisErrors.WithLabelValues("lab").Inc()
 			return unavailable("failed to reset the lab in Redis; try again shortly")
 		}

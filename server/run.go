@@ -107,11 +107,13 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	go func() { ready.Run(readyCtx); close(readyDone) }()
 	defer func() { stopReady(); <-readyDone }()
 	instance := uuid.NewString()[:8]
+	recent := labRecent{rdb: rdb, timeout: cfg.CheckTimeout}
 	// The live view comes first: every entry point's checks report to it.
 	view := live.New(live.Deps{
 		Redis:        rdb,
 		ReadWindows:  lim.Windows,
 		Policy:       store.lookup,
+		LabRequests:  recent.read,
 		Instance:     instance,
 		TickInterval: cfg.TickInterval,
 		CheckTimeout: cfg.CheckTimeout,
@@ -132,18 +134,19 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		envoy.register(checker, store, log)
 	}
 	a := &app{
-		cfg:      cfg,
-		store:    store,
-		lim:      lim,
-		checker:  checker,
-		auth:     authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
-		rdb:      rdb,
-		log:      log,
-		metrics:  m,
-		instance: instance,
-		live:     view,
-		ready:    ready,
-		viewers:  newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),
+		cfg:       cfg,
+		store:     store,
+		lim:       lim,
+		checker:   checker,
+		auth:      authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
+		rdb:       rdb,
+		log:       log,
+		metrics:   m,
+		instance:  instance,
+		live:      view,
+		labRecent: recent,
+		ready:     ready,
+		viewers:   newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),
 	}
 	e := newEcho(a)
 

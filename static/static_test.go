@@ -14,7 +14,7 @@ import (
 // testIDs are the data-testid values of SPEC §5 (and their parts) that the
 // page's modules must drive; a rename on one side only breaks the page silently.
 var testIDs = []string{
-	"clock", "ring", "timeline", "timeline-entry", "cutoff", "count",
+	"clock", "clock-utc", "ring", "timeline", "timeline-entry", "cutoff", "count",
 	"send", "boundary-test", "boundary-result", "reset",
 	"log", "log-entry", "race-naive", "race-atomic", "race-result",
 	"key", "policy", "viewers", "status", "rate", "algorithm",

@@ -500,14 +500,14 @@ func windowCard(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "</p><div class=\"window-top\"><div class=\"ring-wrap\" id=\"ring-wrap\"><svg class=\"ring\" data-testid=\"ring\" data-remaining-ms=\"0\" viewBox=\"0 0 120 120\" role=\"img\" aria-labelledby=\"ring-value ring-label\"><circle class=\"ring-track\" cx=\"60\" cy=\"60\" r=\"52\"></circle> <circle class=\"ring-bar\" id=\"ring-bar\" cx=\"60\" cy=\"60\" r=\"52\" transform=\"rotate(-90 60 60)\"></circle></svg><div class=\"ring-center\"><span class=\"ring-value\" id=\"ring-value\">0.0 s</span> <span class=\"ring-label\" id=\"ring-label\">window empty</span></div></div><div class=\"readout readout-clock\"><span class=\"readout-label\">Limiter clock · Redis TIME, epoch ms</span> <span class=\"clock\" data-testid=\"clock\">—</span></div><div class=\"readout readout-count\"><span class=\"readout-label\" id=\"count-label\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 34, "</p><div class=\"window-top\"><div class=\"ring-wrap\" id=\"ring-wrap\"><svg class=\"ring\" data-testid=\"ring\" data-remaining-ms=\"0\" viewBox=\"0 0 120 120\" role=\"img\" aria-labelledby=\"ring-value ring-label\"><circle class=\"ring-track\" cx=\"60\" cy=\"60\" r=\"52\"></circle> <circle class=\"ring-bar\" id=\"ring-bar\" cx=\"60\" cy=\"60\" r=\"52\" transform=\"rotate(-90 60 60)\"></circle></svg><div class=\"ring-center\"><span class=\"ring-value\" id=\"ring-value\">0.0 s</span> <span class=\"ring-label\" id=\"ring-label\">window empty</span></div></div><div class=\"readout readout-clock\"><span class=\"readout-label\">Limiter clock · Redis TIME, epoch ms</span> <span class=\"clock\" data-testid=\"clock\">—</span> <span class=\"clock-utc\" title=\"The same instant as a time of day, in UTC\"><span data-testid=\"clock-utc\" id=\"clock-utc\">—</span> UTC</span></div><div class=\"readout readout-count\"><span class=\"readout-label\" id=\"count-label\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var27 string
 		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(countLabel(p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 123, Col: 76}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 126, Col: 76}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
@@ -520,7 +520,7 @@ func windowCard(p Page) templ.Component {
 		var templ_7745c5c3_Var28 string
 		templ_7745c5c3_Var28, templ_7745c5c3_Err = templ.JoinStringErrs(p.minLimit())
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 125, Col: 65}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 128, Col: 65}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var28))
 		if templ_7745c5c3_Err != nil {
@@ -533,7 +533,7 @@ func windowCard(p Page) templ.Component {
 		var templ_7745c5c3_Var29 string
 		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 160, Col: 116}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 163, Col: 116}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 		if templ_7745c5c3_Err != nil {
@@ -589,7 +589,7 @@ func logCard() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 39, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><div class=\"log-wrap\"><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol><p class=\"log-more\" data-testid=\"log-more\" aria-hidden=\"true\" hidden></p></div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -621,7 +621,7 @@ func raceCard(p Page) templ.Component {
 		var templ_7745c5c3_Var33 string
 		templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.Sandbox)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 224, Col: 95}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 230, Col: 95}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 		if templ_7745c5c3_Err != nil {
@@ -659,7 +659,7 @@ func explainCard(p Page) templ.Component {
 		var templ_7745c5c3_Var35 string
 		templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.StateKeyFormat)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 247, Col: 33}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 253, Col: 33}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 		if templ_7745c5c3_Err != nil {
@@ -672,7 +672,7 @@ func explainCard(p Page) templ.Component {
 		var templ_7745c5c3_Var36 string
 		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 258, Col: 79}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 264, Col: 79}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 		if templ_7745c5c3_Err != nil {
@@ -710,7 +710,7 @@ func footer(p Page) templ.Component {
 		var templ_7745c5c3_Var38 string
 		templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 267, Col: 76}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 273, Col: 76}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var38))
 		if templ_7745c5c3_Err != nil {
@@ -723,7 +723,7 @@ func footer(p Page) templ.Component {
 		var templ_7745c5c3_Var39 string
 		templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 271, Col: 41}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 277, Col: 41}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
 		if templ_7745c5c3_Err != nil {

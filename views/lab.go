@@ -26,3 +26,6 @@ var LabTraffic = []struct{ Value, Label string }{
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// maxExplained says what a lane's "max" counts, wherever it is shown.
+const maxExplained = "the most allowed in any sliding window of the rule's length; above the limit, the algorithm let a burst through"

@@ -77,7 +77,7 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 		id  string
 		tag string
 	}{
-		{"clock", ""}, {"ring", "svg"}, {"timeline", ""}, {"count", ""},
+		{"clock", ""}, {"clock-utc", ""}, {"ring", "svg"}, {"timeline", ""}, {"count", ""},
 		{"send", "button"}, {"boundary-test", "button"}, {"boundary-result", ""},
 		{"reset", "button"}, {"log", ""}, {"race-naive", "button"},
 		{"race-atomic", "button"}, {"race-result", ""}, {"key", "input"},

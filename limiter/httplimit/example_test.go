@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,10 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 
 	login, _ := limiter.ParsePolicy("login=3/1m")
-	mw := httplimit.New(limiter.New(rdb))
+	mw := httplimit.New(limiter.New(rdb),
+		// The in-process Redis runs its scripts in an interpreter: give it
+		// longer than the 150 ms a real Redis is allowed by default.
+		httplimit.WithTimeout(time.Second))
 	mux := http.NewServeMux()
 	mux.Handle("POST /login", mw.Limit(login)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "welcome")
@@ -61,7 +65,11 @@ func ExampleWithLiveView() {
 	defer pub.Close()
 
 	login, _ := limiter.ParsePolicy("login=5/1m")
-	mw := httplimit.New(limiter.New(rdb), httplimit.WithLiveView(pub))
+	mw := httplimit.New(limiter.New(rdb),
+		// The in-process Redis runs its scripts in an interpreter: give it
+		// longer than the 150 ms a real Redis is allowed by default.
+		httplimit.WithTimeout(time.Second),
+		httplimit.WithLiveView(pub))
 	mux := http.NewServeMux()
 	mux.Handle("POST /login", mw.Limit(login)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "welcome")

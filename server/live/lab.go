@@ -69,6 +69,15 @@ func labResetMessage(lab string, nowMs int64) []byte {
 	return encode(labResetMsg{Type: TypeLabReset, Lab: lab, NowMs: nowMs})
 }
 
+// labSnapshotMsg gives a viewer that joins the lab's recent requests, so a
+// reloaded or late tab draws what the others drew.
+type labSnapshotMsg struct {
+	Type     string      `json:"type"`
+	Lab      string      `json:"lab"`
+	Requests []LabResult `json:"requests"`
+	NowMs    int64       `json:"nowMs"`
+}
+
 type labHelloMsg struct {
 	Type     string `json:"type"`
 	Instance string `json:"instance"`
@@ -91,9 +100,17 @@ func (v *View) LabReset(lab string) {
 func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 	w := labWindow(lab)
 	v.serve(conn, w, func() [][]byte {
-		return [][]byte{
+		first := [][]byte{
 			encode(labHelloMsg{Type: TypeHello, Instance: v.d.Instance, Lab: lab, TickMs: v.d.TickInterval.Milliseconds()}),
 			*v.clock.status.Load(),
 		}
+		if v.d.LabRequests == nil {
+			return first
+		}
+		rs, err := v.d.LabRequests(v.ctx, lab)
+		if err != nil {
+			return first // the stream brings what follows; Redis's state is in the status
+		}
+		return append(first, encode(labSnapshotMsg{Type: TypeLabSnapshot, Lab: lab, Requests: rs, NowMs: v.nowMs()}))
 	})
 }

@@ -44,6 +44,9 @@ type Deps struct {
 	ReadWindows func(ctx context.Context, ws []limiter.WindowOf) ([]limiter.Window, []error)
 	// Policy looks a policy up by name; policies may change while the server runs.
 	Policy func(name string) (limiter.Policy, bool)
+	// LabRequests reads a lab's recent requests, oldest first, for a viewer
+	// that joins; nil sends none.
+	LabRequests func(ctx context.Context, lab string) ([]LabResult, error)
 	// Instance names this server process to viewers and to other instances.
 	Instance string
 	// TickInterval is the fastest rate at which viewers get the clock.

@@ -21,6 +21,8 @@ const (
 	TypeViewers  = "viewers"
 	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
 	TypeLabReset = "labReset" // a lab's windows were emptied
+	// TypeLabSnapshot carries a lab's recent requests to a viewer that joins.
+	TypeLabSnapshot = "labSnapshot"
 )
 
 // Each message below is encoded once and the same bytes go to every viewer.

@@ -15,6 +15,13 @@ export function fmtTime(ms) {
   return p(d.getHours(), 2) + ':' + p(d.getMinutes(), 2) + ':' + p(d.getSeconds(), 2) + '.' + p(d.getMilliseconds(), 3);
 }
 
+// fmtUTC is the UTC time of an epoch-ms instant, to the millisecond:
+// 1796411553624 → 04:32:33.624.
+export function fmtUTC(ms) {
+  if (typeof ms !== 'number' || !isFinite(ms)) return '';
+  return new Date(ms).toISOString().slice(11, 23);
+}
+
 // fmtClock is fmtTime without the milliseconds: 12:03:07.
 export function fmtClock(ms) {
   return fmtTime(ms).slice(0, 8);

@@ -59,6 +59,13 @@ const handlers = {
   [MSG.LAB]: (m) => {
     if (m.lab === lab && model.add(m)) schedule();
   },
+  // A tab that joins (or reloads) draws the lab's recent requests.
+  [MSG.LAB_SNAPSHOT]: (m) => {
+    if (m.lab !== lab || !Array.isArray(m.requests)) return;
+    let added = false;
+    for (const r of m.requests) added = model.add(r) || added;
+    if (added) schedule();
+  },
   [MSG.LAB_RESET]: (m) => {
     if (m.lab !== lab) return;
     model.resetAt(m.nowMs);

@@ -4,15 +4,24 @@
 
 import { OUTCOME, decisionOutcome } from './messages.js';
 import { span } from './dom.js';
-import { fmtTime, fmtSeconds, shortId } from './format.js';
+import { fmtTime, fmtSeconds, fmtInt, shortId } from './format.js';
 
 export const LOG_MAX = 50;
 const BURST_EVERY_MS = 500; // a burst is drawn at most this often: nobody reads faster
 const ANIMATE_MAX = 3; // rows added at once that still slide in; more would only flicker
 
 export class Log {
-  constructor(el) {
+  // el is the list; hint (optional) says how many rows lie below what the
+  // list shows, so nobody takes the visible rows for all of them.
+  constructor(el, hint) {
     this.el = el;
+    this.hint = hint || null;
+    this.below = -1; // rows below the visible part, as the hint last said
+    if (this.hint) {
+      const update = () => this.updateHint();
+      el.addEventListener('scroll', update, { passive: true });
+      if ('ResizeObserver' in window) new ResizeObserver(update).observe(el);
+    }
     this.pending = new Array(LOG_MAX); // ring of items not drawn yet
     this.head = 0; // items ever queued
     this.drawnUpTo = 0; // items drawn
@@ -24,6 +33,28 @@ export class Log {
     this.head = 0;
     this.drawnUpTo = 0;
     this.el.replaceChildren();
+    this.updateHint();
+  }
+
+  // updateHint counts the rows that end below the list's visible part; only
+  // when rows change, the list scrolls or resizes (the list is a layout
+  // boundary of its own, so reading it is cheap).
+  updateHint() {
+    if (!this.hint) return;
+    const el = this.el;
+    const bottom = el.scrollTop + el.clientHeight + 1;
+    let n = 0;
+    for (let li = el.lastElementChild; li && li.offsetTop + li.offsetHeight > bottom; li = li.previousElementSibling) n++;
+    if (n === this.below) return;
+    this.below = n;
+    this.hint.hidden = n === 0;
+    this.hint.dataset.rows = String(n);
+    this.hint.textContent = n === 0 ? '' : '↓ ' + n + (n === 1 ? ' more row' : ' more rows') + ' below: scroll the list';
+  }
+
+  // empty reports whether nothing was ever queued since the last clear.
+  empty() {
+    return this.head === 0;
   }
 
   decision(m) {
@@ -32,6 +63,33 @@ export class Log {
 
   note(ms, text) {
     this.push({ ms: ms, text: text });
+  }
+
+  // earlier lists what a snapshot says the window held when this tab
+  // opened: one row per recorded request (the entries of a request of cost n
+  // share its id), oldest first so the newest ends on top, and a note of how
+  // many there were. A window whose algorithm keeps no entries gets the note
+  // alone.
+  earlier(m) {
+    const count = typeof m.count === 'number' ? m.count : 0;
+    if (count <= 0) return;
+    const list = Array.isArray(m.entries) ? m.entries : [];
+    const requests = [];
+    for (const e of list) {
+      if (!e || typeof e.id !== 'string' || typeof e.ms !== 'number') continue;
+      const id = e.id.split(':')[0];
+      const last = requests[requests.length - 1];
+      if (last && last.id === id) last.cost++;
+      else requests.push({ id: id, ms: e.ms, cost: 1 });
+    }
+    const shown = requests.slice(-LOG_MAX + 1);
+    for (const r of shown) this.push({ earlier: r });
+    const entries = fmtInt(count) + (count === 1 ? ' entry' : ' entries');
+    let text;
+    if (list.length === 0) text = fmtInt(count) + ' of ' + fmtInt(m.limit) + ' used when this tab opened, by requests before it';
+    else if (shown.length === requests.length && list.length === count) text = entries + ' in the window when this tab opened, recorded before it (below)';
+    else text = entries + ' in the window when this tab opened; below, ' + fmtInt(shown.length) + ' of them as Redis listed them';
+    this.note(m.nowMs, text);
   }
 
   push(item) {
@@ -55,7 +113,7 @@ export class Log {
     const frag = document.createDocumentFragment();
     for (let i = this.head - 1; i >= this.head - n; i--) {
       const it = this.pending[i % LOG_MAX];
-      const li = it.decision ? decisionRow(it.decision) : noteRow(it.ms, it.text);
+      const li = it.decision ? decisionRow(it.decision) : it.earlier ? earlierRow(it.earlier) : noteRow(it.ms, it.text);
       if (n <= ANIMATE_MAX) li.classList.add('is-new');
       frag.append(li);
     }
@@ -65,6 +123,7 @@ export class Log {
       this.el.prepend(frag);
       while (this.el.children.length > LOG_MAX) this.el.lastElementChild.remove();
     }
+    this.updateHint();
   }
 }
 
@@ -111,6 +170,23 @@ function decisionRow(m) {
     inst.title = 'instance ' + m.instance;
     li.append(inst);
   }
+  return li;
+}
+
+// earlierRow is a request recorded before this tab opened: the page saw no
+// decision, only its entry in the window, so it shows what an entry says —
+// allowed, at its score.
+function earlierRow(r) {
+  const li = document.createElement('li');
+  li.className = 'log-entry is-allowed is-earlier';
+  li.dataset.testid = 'log-entry';
+  li.dataset.earlier = 'true';
+  li.dataset.id = r.id;
+  const tag = span('log-tag log-tag-earlier', 'before this tab');
+  tag.title = 'recorded before this tab opened: read from the window in Redis, not seen as a decision';
+  const whatEl = span('log-what', '');
+  whatEl.append(tag, ' allowed' + (r.cost > 1 ? ' · cost ' + r.cost : ''));
+  li.append(span('log-time', fmtTime(r.ms)), span('badge badge-ok', '200'), span('log-count', ''), whatEl);
   return li;
 }
 

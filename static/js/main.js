@@ -9,7 +9,7 @@
 
 import { MSG, dispatch, decisionOutcome, OUTCOME } from './messages.js';
 import { byTestId, byId, Writer } from './dom.js';
-import { ruleLabel } from './format.js';
+import { ruleLabel, fmtUTC } from './format.js';
 import { Clock } from './clock.js';
 import { Stream, wsURL } from './stream.js';
 import { WindowModel } from './window-model.js';
@@ -52,9 +52,11 @@ async function init() {
     instance: '',
     reported: { count: null, limit: null }, // the last count/limit pair the server sent
     denial: null, // {retryAt, total} after a 429, in Redis ms
+    listedEarlier: false, // the log has had its chance to list the entries before this tab
   };
   const ui = {
     clock: byTestId('clock'),
+    clockUTC: byTestId('clock-utc'),
     status: byTestId('status'),
     viewers: byTestId('viewers'),
     viewersLabel: byId('viewers-label'),
@@ -94,7 +96,7 @@ async function init() {
     ring: byTestId('ring'), wrap: byId('ring-wrap'), bar: byId('ring-bar'), value: byId('ring-value'), label: byId('ring-label'),
   }, w);
   const counter = new CountReadout({ count: byTestId('count'), verdict: byId('verdict'), rules: byId('rule-counts') }, w);
-  const log = new Log(byTestId('log'));
+  const log = new Log(byTestId('log'), byTestId('log-more'));
   const rate = new Rate({ root: byTestId('rate'), text: byId('rate-text'), canvas: byId('rate-spark') }, w);
   const win = () => {
     const r = bindingRule(state.rules);
@@ -135,6 +137,12 @@ async function init() {
     [MSG.TICK]: (m) => clock.sync(m.nowMs),
     [MSG.SNAPSHOT]: (m) => {
       if (!forThisWindow(m)) return;
+      // The first snapshot lists what the window held before this tab
+      // opened, unless decisions already filled the log.
+      if (!state.listedEarlier) {
+        state.listedEarlier = true;
+        if (log.empty()) log.earlier(m);
+      }
       model.snapshot(m);
       if (!entries(state.algorithm)) algo.snapshot(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
@@ -259,6 +267,7 @@ async function init() {
     state.reported = { count: null, limit: null };
     state.denial = null;
     state.viewers = 0;
+    state.listedEarlier = false;
     model.clear();
     algo.clear();
     algoView.clear();
@@ -299,6 +308,7 @@ async function init() {
     const t = clock.now();
     if (t === null) return;
     w.text(ui.clock, String(Math.floor(t)));
+    w.text(ui.clockUTC, fmtUTC(Math.floor(t)));
     model.expire(t);
     const blocked = state.denial !== null && state.denial.retryAt > t;
     if (entries(state.algorithm)) {

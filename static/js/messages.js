@@ -12,6 +12,7 @@ export const MSG = Object.freeze({
   VIEWERS: 'viewers',
   LAB: 'lab', // one lab request decided by all five algorithms
   LAB_RESET: 'labReset', // a lab's windows were emptied
+  LAB_SNAPSHOT: 'labSnapshot', // a lab's recent requests, for a tab that joins
 });
 
 // decodeFrame returns the messages one text frame carries, in order: a frame

@@ -4,11 +4,10 @@
 // canvas draws them as dots while every entry is known, or as a density band.
 
 import { SPAN } from './window-model.js';
+import { Strip } from './strip.js';
 import { fmtInt, fmtDuration, fmtClock } from './format.js';
 
 export const DOM_MAX = 200;
-const GHOST_MS = 650; // how long an entry that left fades (a copy without the testid)
-const GHOSTS_MAX = 256;
 const CAPTION_EVERY_MS = 500; // a caption that changed every frame could not be read
 const MIN_COLUMN_PX = 2; // bins narrower than this are drawn together
 const REDRAW_MS = 33; // new data alone redraws the canvas at most this often
@@ -87,17 +86,20 @@ export class Timeline {
     if (p - this.captionAt >= CAPTION_EVERY_MS) {
       this.captionAt = p;
       if (mode === 'band' && !d) d = model.density(t);
-      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d) : '');
+      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d, mode === 'dom' ? this.strip.fanned : 0) : '');
     }
   }
 }
 
 // caption says exactly what the timeline draws.
-function caption(mode, model, count, d) {
+function caption(mode, model, count, d, fanned) {
   const n = count === null ? 0 : count;
   const entries = (k) => fmtInt(k) + (Math.round(k) === 1 ? ' entry' : ' entries');
   if (mode === 'dom') {
-    return n === 0 ? 'The window is empty.' : entries(n) + ' in the window, each drawn as a dot at its score.';
+    if (n === 0) return 'The window is empty.';
+    const s = entries(n) + ' in the window, each drawn as a dot at its score';
+    if (!fanned) return s + '.';
+    return s + '; ' + fmtInt(fanned) + ' scored within a few milliseconds of each other fan out to the left of the newest, so every one shows.';
   }
   if (mode === 'dots') return entries(n) + ' in the window, each drawn as a dot at its score, on one canvas.';
   let s = entries(n) + ' in the window, too many for dots: the band\'s thickness is the count per ' +
@@ -114,80 +116,6 @@ function caption(mode, model, count, d) {
   else s += parts.slice(0, -1).join(', ') + ' and ' + parts[parts.length - 1];
   if (d.unplaced > 0 && !d.gap) s += '; ' + fmtInt(d.unplaced) + ' more are counted but not placed';
   return s + '.';
-}
-
-// Strip holds one element per entry. Each sits at a fixed left offset from
-// the strip's origin; only the strip moves, with one transform a frame, so
-// the entries share one layer however many there are.
-class Strip {
-  constructor(el) {
-    this.el = el;
-    this.els = new Map(); // id -> element with the testid
-    this.ghosts = []; // {el, until}: entries fading out, without the testid
-    this.origin = 0; // Redis ms at left offset 0
-    this.pxPerMs = 0;
-  }
-
-  clear() {
-    this.el.replaceChildren();
-    this.els.clear();
-    this.ghosts = [];
-    this.pxPerMs = 0;
-  }
-
-  render(model, g) {
-    const pxPerMs = g.width / g.span;
-    if (pxPerMs !== this.pxPerMs || Math.abs(g.t - this.origin) > g.span) this.rebase(g.t, pxPerMs);
-    for (const [id, el] of this.els) {
-      if (!model.entries.has(id)) this.retire(id, el, Number(el.dataset.ms) <= g.cutoff ? 'is-leaving' : 'is-dropped');
-    }
-    for (const [id, e] of model.entries) {
-      if (!this.els.has(id)) this.add(id, e);
-    }
-    const p = performance.now();
-    let keep = 0;
-    for (const gh of this.ghosts) {
-      if (p >= gh.until) gh.el.remove();
-      else this.ghosts[keep++] = gh;
-    }
-    this.ghosts.length = keep;
-    const x = (this.origin - (g.t - g.span)) * this.pxPerMs;
-    this.el.style.transform = 'translateX(' + x.toFixed(1) + 'px)';
-  }
-
-  rebase(t, pxPerMs) {
-    this.origin = t;
-    this.pxPerMs = pxPerMs;
-    for (const el of this.els.values()) this.place(el);
-    for (const gh of this.ghosts) this.place(gh.el);
-  }
-
-  place(el) {
-    el.style.left = ((Number(el.dataset.ms) - this.origin) * this.pxPerMs).toFixed(1) + 'px';
-  }
-
-  add(id, e) {
-    const el = document.createElement('span');
-    el.className = 'tl-entry lane-' + e.lane;
-    el.dataset.testid = 'timeline-entry';
-    el.dataset.id = id;
-    el.dataset.ms = String(e.ms);
-    el.title = 'member ' + id + '\nscore ' + e.ms;
-    this.place(el);
-    this.el.appendChild(el);
-    this.els.set(id, el);
-  }
-
-  // retire takes an entry out at once; what stays on screen for a moment is
-  // the same element without its testid, fading.
-  retire(id, el, cls) {
-    this.els.delete(id);
-    el.removeAttribute('data-testid');
-    el.removeAttribute('data-id');
-    el.classList.add(cls);
-    this.ghosts.push({ el: el, until: performance.now() + GHOST_MS });
-    if (this.ghosts.length > GHOSTS_MAX) this.ghosts.shift().el.remove();
-  }
 }
 
 // Plot draws on one canvas, scaled for the screen's pixel ratio.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/labstack/echo/v4"
@@ -22,7 +23,10 @@ func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 
 	search, _ := limiter.ParsePolicy("search=2/1m")
-	mw := httplimit.New(limiter.New(rdb))
+	mw := httplimit.New(limiter.New(rdb),
+		// The in-process Redis runs its scripts in an interpreter: give it
+		// longer than the 150 ms a real Redis is allowed by default.
+		httplimit.WithTimeout(time.Second))
 	e := echo.New()
 	e.GET("/search", func(c echo.Context) error { return c.String(http.StatusOK, "results") },
 		echolimit.Echo(mw.Limit(search)))
