@@ -470,6 +470,9 @@ func TestScreenshots(t *testing.T) {
 	tb.run("emulate a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
 	tb.navigate(e.pageURL())
 	e.boundary(t, tb, 10)
+	if os.Getenv("RATESCOPE_SCREENSHOT") == "1" {
+		time.Sleep(time.Second) // the new rows and the ring settle: the picture is for people
+	}
 	shot(t, tb, 1280, "screenshot.png")
 
 	tb.run("emulate a 390×844 viewport", chromedp.EmulateViewport(390, 844))

@@ -291,3 +291,44 @@ func TestLabSurvivesReload(t *testing.T) {
 		t.Errorf("after a reset a tab that joins shows %d marks, want none", len(s.Marks["log"]))
 	}
 }
+
+// TestCaptionNamesTheDots: while entries are drawn one by one, the caption
+// under the timeline names as many as there are dots in every frame — not
+// "The window is empty." beside the boundary test's five.
+func TestCaptionNamesTheDots(t *testing.T) {
+	e := start(t, "--policy", "demo=5/60s")
+	tb := openTab(t, browser(t), "tab")
+	tb.navigate(e.pageURL())
+	tb.waitFor("an empty window", func(s pageState) bool { return s.Count == "0 / 5" })
+	// Sample every frame from just before the boundary test's requests until
+	// a second after its last dot landed.
+	tb.run("watch the caption every frame", chromedp.Evaluate[chromedp.Void](`(() => {
+  window.__captions = [];
+  const tl = document.querySelector('[data-testid="timeline"]');
+  const cap = document.getElementById('tl-caption');
+  const frame = () => {
+    const dots = tl.querySelectorAll('[data-testid="timeline-entry"]').length;
+    const m = /^(\d+) entr/.exec(cap.textContent);
+    const named = m ? Number(m[1]) : /empty/.test(cap.textContent) ? 0 : -1;
+    window.__captions.push([dots, named]);
+    if (window.__captions.length < 100000) requestAnimationFrame(frame);
+  };
+  requestAnimationFrame(frame);
+})()`))
+	e.boundary(t, tb, 60)
+	time.Sleep(time.Second)
+	samples := evaluate[[][2]int](tb, `window.__captions.splice(0)`)
+	wrong := 0
+	var first [2]int
+	for _, s := range samples {
+		if s[0] != s[1] {
+			if wrong == 0 {
+				first = s
+			}
+			wrong++
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("in %d of %d frames the caption named another count than the dots drawn (first: %d dots, caption %d)", wrong, len(samples), first[0], first[1])
+	}
+}

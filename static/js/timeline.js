@@ -27,7 +27,7 @@ export class Timeline {
     this.width = 0;
     this.height = 0;
     this.captionAt = -Infinity;
-    this.captionMode = '';
+    this.captionKind = ''; // what the caption last said, in short: see render
     this.windowMs = 0;
     const measure = () => {
       this.width = ui.plot.clientWidth;
@@ -82,11 +82,17 @@ export class Timeline {
         this.plot.band(model, geo, d);
       }
     }
+    // A caption that changed every frame could not be read, so a busy one
+    // keeps still for a while; one of entries drawn one by one changes with
+    // them, so it never names another count than the dots beside it.
+    const fanned = mode === 'dom' ? this.strip.fanned : 0;
+    const kind = mode === 'dom' ? count + ' ' + fanned : mode + (count ? '' : ' empty');
     const p = performance.now();
-    if (p - this.captionAt >= CAPTION_EVERY_MS) {
+    if (p - this.captionAt >= CAPTION_EVERY_MS || kind !== this.captionKind) {
       this.captionAt = p;
+      this.captionKind = kind;
       if (mode === 'band' && !d) d = model.density(t);
-      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d, mode === 'dom' ? this.strip.fanned : 0) : '');
+      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d, fanned) : '');
     }
   }
 }
