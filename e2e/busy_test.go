@@ -311,10 +311,10 @@ func TestFramesStopped(t *testing.T) {
 	st := <-done
 	t.Logf("after frames resumed: %s; load: %d allowed, %d denied", res, st.allowed.Load(), st.denied.Load())
 	if res.Frames < 10 {
-		t.Errorf("%d frames in the 2 s after frames resumed", res.Frames)
+		testload.Miss(t, fmt.Sprintf("%d frames in the 2 s after frames resumed", res.Frames))
 	}
 	if res.LongestTaskMs > 200 {
-		t.Errorf("a long task of %.0f ms when frames resumed, want none over 200 ms", res.LongestTaskMs)
+		testload.Miss(t, fmt.Sprintf("a long task of %.0f ms when frames resumed, want none over 200 ms", res.LongestTaskMs))
 	}
 	s := tb.state()
 	if len(s.Log) != 50 {

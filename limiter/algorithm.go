@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -103,8 +104,9 @@ type algorithm interface {
 	// allow decides one request of cost >= 1 (>= 0 for a peek, which
 	// records nothing) for a valid key. When denied it also returns, per
 	// rule, the wait until a request of cost 1 would fit (0 where one fits
-	// now): what the local deny cache needs.
-	allow(ctx context.Context, l *Limiter, key string, p Policy, cost int, peek bool) (Decision, []int64, error)
+	// now): what the local deny cache needs. Redis gets roundTrip (0: no
+	// bound but ctx's) from when the call is sent.
+	allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error)
 	// prepare builds the script call that allow sends, so several can share
 	// one round trip (AllowEach).
 	prepare(key string, p Policy, cost int, peek bool) prepared

@@ -2,8 +2,10 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,20 +58,50 @@ type batcher struct {
 }
 
 type call struct {
-	ctx    context.Context
-	script *redis.Script
-	key    string
-	args   []any
-	res    []int64
-	err    error
-	done   chan struct{}
+	ctx context.Context
+	// roundTrip bounds Redis's answer from when the call is sent; 0: none.
+	roundTrip time.Duration
+	// deadline is the call's: ctx's or, when sooner, roundTrip after it was
+	// sent (bound). Zero: none.
+	deadline time.Time
+	script   *redis.Script
+	key      string
+	args     []any
+	res      []int64
+	err      error
+	done     chan struct{} // closed by finish
+	finished atomic.Bool
 }
 
-// run queues one call of script, whose single key is key, and waits for it.
-// The script is a decision script: it returns an array of integers whose
-// first is 1 when it allowed the request (and recorded it).
-func (b *batcher) run(ctx context.Context, script *redis.Script, key string, args []any) ([]int64, error) {
-	c := &call{ctx: ctx, script: script, key: key, args: args, done: make(chan struct{})}
+// finish hands the caller its result, once: a pipeline's answer and the
+// watchdog that gives up on it may both try.
+func (c *call) finish(res []int64, err error) {
+	if c.finished.CompareAndSwap(false, true) {
+		c.res, c.err = res, err
+		close(c.done)
+	}
+}
+
+// errRoundTrip is a call's error when Redis did not answer within its round
+// trip: context.DeadlineExceeded, as its context would say.
+var errRoundTrip = fmt.Errorf("failed to hear from Redis within the round trip: %w", context.DeadlineExceeded)
+
+// bound sets the call's deadline for a send at now.
+func (c *call) bound(now time.Time) {
+	c.deadline, _ = c.ctx.Deadline()
+	if c.roundTrip > 0 {
+		if rt := now.Add(c.roundTrip); c.deadline.IsZero() || rt.Before(c.deadline) {
+			c.deadline = rt
+		}
+	}
+}
+
+// run queues one call of script, whose single key is key, and waits for it;
+// Redis gets roundTrip from when the call's pipeline is sent (0: no bound
+// but ctx's). The script is a decision script: it returns an array of
+// integers whose first is 1 when it allowed the request (and recorded it).
+func (b *batcher) run(ctx context.Context, roundTrip time.Duration, script *redis.Script, key string, args []any) ([]int64, error) {
+	c := &call{ctx: ctx, roundTrip: roundTrip, script: script, key: key, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if b.inFlight < b.maxInFlight {
@@ -105,22 +137,25 @@ func (b *batcher) drain() {
 }
 
 // send runs one batch as a pipeline. Calls whose callers already gave up are
-// not sent. The pipeline lives as long as the latest caller's deadline.
+// not sent. The pipeline lives as long as the latest call's deadline, which
+// counts each call's round trip from now: the time it waited in the queue
+// is not Redis's.
 func (b *batcher) send(batch []*call) {
 	live := batch[:0]
 	var deadline time.Time
 	unbounded := false
+	now := time.Now()
 	for _, c := range batch {
 		if err := c.ctx.Err(); err != nil {
-			c.err = err
-			close(c.done)
+			c.finish(nil, err)
 			continue
 		}
 		live = append(live, c)
-		if d, ok := c.ctx.Deadline(); !ok {
+		c.bound(now)
+		if c.deadline.IsZero() {
 			unbounded = true
-		} else if d.After(deadline) {
-			deadline = d
+		} else if c.deadline.After(deadline) {
+			deadline = c.deadline
 		}
 	}
 	if len(live) == 0 {
@@ -131,12 +166,20 @@ func (b *batcher) send(batch []*call) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
+		// A client that does not bound socket I/O by contexts would keep the
+		// callers past their bounds: give up on them at the deadline.
+		watchdog := time.AfterFunc(time.Until(deadline), func() {
+			for _, c := range live {
+				c.finish(nil, errRoundTrip)
+			}
+		})
+		defer watchdog.Stop()
 	}
 	b.sendCalls(ctx, live)
 }
 
 // sendCalls runs calls in one pipeline — one per node when durable on a
-// cluster — and hands each caller its result.
+// cluster — and hands each caller its result (finish).
 func (b *batcher) sendCalls(ctx context.Context, calls []*call) {
 	if groups := b.byNode(ctx, calls); groups == nil {
 		b.sendGroup(ctx, b.rdb, calls)
@@ -146,9 +189,6 @@ func (b *batcher) sendCalls(ctx context.Context, calls []*call) {
 			wg.Go(func() { b.sendGroup(ctx, g.rdb, g.calls) })
 		}
 		wg.Wait()
-	}
-	for _, c := range calls {
-		close(c.done)
 	}
 }
 
@@ -181,11 +221,17 @@ func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call) {
 			}
 		}
 	}
+	now := time.Now()
 	for i, c := range calls {
-		c.res, c.err = cmds[i].Int64Slice()
-		if c.err == nil && len(c.res) > 0 && c.res[0] == 1 && waits != nil {
-			c.err = confirmed(b.replicas, waits[i])
+		res, err := cmds[i].Int64Slice()
+		if err != nil && !c.deadline.IsZero() && !now.Before(c.deadline) {
+			// The socket's deadline was the call's: say so as its context would.
+			err = fmt.Errorf("%w: %w", errRoundTrip, err)
 		}
+		if err == nil && len(res) > 0 && res[0] == 1 && waits != nil {
+			err = confirmed(b.replicas, waits[i])
+		}
+		c.finish(res, err)
 	}
 }
 

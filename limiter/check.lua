@@ -17,6 +17,13 @@
 --
 -- Score = Redis's own clock (TIME), so every app instance agrees. An entry whose
 -- score is exactly now - window is already out of that window, hence the "(" bounds.
+--
+-- Cheap on Redis: every call into Redis from Lua costs more than the work it
+-- does, and a number passed to one is formatted with %.17g, so the common
+-- paths make few calls, with strings. Entries are sorted by score, so the ones
+-- inside a window are the newest `count` by rank: the k-th oldest inside it is
+-- at rank total - count + k - 1, found by rank (no score range to parse), and
+-- after eviction the longest window holds the whole set (ZCARD, no ZCOUNT).
 
 local key = KEYS[1]
 local cost = tonumber(ARGV[1])
@@ -27,18 +34,54 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local nrules = (#ARGV - 3) / 2
-local longest = 0
+local longest, longestArg = 0, nil
 for i = 1, nrules do
   local w = tonumber(ARGV[3 + 2 * i])
-  if w > longest then longest = w end
+  if w > longest then longest, longestArg = w, ARGV[3 + 2 * i] end
+end
+local cutoff = now - longest
+local HEAD = '3' -- the last rank of the head read below: 4 entries
+
+-- The oldest few entries, read at once, say what expired: in steady traffic
+-- one or two slide out between checks, and knowing exactly which lets one
+-- ZREMRANGEBYRANK evict them (or no call at all when none did) and leaves
+-- the new oldest known. Eviction is bounded so no call blocks Redis for
+-- long; counting never relies on it.
+local head = redis.call('ZRANGE', key, '0', HEAD, 'WITHSCORES')
+local nhead = #head / 2
+local total, stale = 0, 0 -- stale: expired entries left beyond maxEvict
+local shift = 0           -- head[shift + 1 …] are the set's entries by rank, or nil
+if nhead > 0 then
+  total = redis.call('ZCARD', key)
+  local e = 0
+  while e < nhead and tonumber(head[2 * e + 2]) <= cutoff do e = e + 1 end
+  if e < nhead then
+    local n = math.min(e, maxEvict)
+    if n > 0 then
+      redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
+      total = total - n
+    end
+    shift, stale = n, e - n
+  else
+    shift = nil
+    if total <= maxEvict then
+      total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+    else
+      local expired = redis.call('ZCOUNT', key, '-inf', cutoff)
+      local n = math.min(expired, maxEvict)
+      redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
+      total, stale = total - n, expired - n
+    end
+  end
 end
 
--- Evict what no rule can count any more, bounded so no call blocks Redis for long.
--- Counting below never relies on this: ZCOUNT bounds each window by itself.
-local expired = redis.call('ZCOUNT', key, '-inf', now - longest)
-if expired > 0 then
-  if expired > maxEvict then expired = maxEvict end
-  redis.call('ZREMRANGEBYRANK', key, 0, expired - 1)
+-- The score at rank r (0 = oldest) as a number, from the head when it holds it.
+local function scoreAt(r)
+  if shift and shift + r < nhead then return tonumber(head[2 * (shift + r) + 2]) end
+  local s = tostring(r)
+  local got = redis.call('ZRANGE', key, s, s, 'WITHSCORES')
+  if r == 0 then head, nhead, shift = got, 1, 0 end -- the oldest, kept
+  return tonumber(got[2])
 end
 
 local allowed = 1
@@ -46,38 +89,42 @@ local out = {0, now}
 for i = 1, nrules do
   local limit = tonumber(ARGV[2 + 2 * i])
   local w = tonumber(ARGV[3 + 2 * i])
-  local lo = '(' .. (now - w)
-  local count = redis.call('ZCOUNT', key, lo, '+inf')
-  local oldest = -1
-  local retry, retry1 = 0, 0
-  if count > 0 then
-    local first = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    oldest = tonumber(first[2])
+  local count
+  if total == 0 or (w == longest and stale == 0) then
+    count = total
+  elseif stale == 0 and scoreAt(0) > now - w then
+    count = total -- the oldest is inside this window too
+  else
+    count = redis.call('ZCOUNT', key, '(' .. (now - w), '+inf')
   end
+  local base = total - count -- rank of the oldest entry inside this window
+  local first, retry, retry1 = -1, 0, 0
+  if count > 0 then first = scoreAt(base) end
   if count + cost > limit then
     allowed = 0
     -- The k-th oldest entry must leave before count + cost fits again.
     local k = count + cost - limit
-    local kth = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-    retry = tonumber(kth[2]) + w - now
+    local kth = first
+    if k > 1 then kth = scoreAt(base + k - 1) end
+    retry = kth + w - now
     if cost == 1 then
       retry1 = retry
     elseif count + 1 > limit then
-      local k1 = redis.call('ZRANGEBYSCORE', key, lo, '+inf', 'WITHSCORES', 'LIMIT', count - limit, 1)
-      retry1 = tonumber(k1[2]) + w - now
+      retry1 = scoreAt(base + count - limit) + w - now
     end
   end
   out[#out + 1] = count
-  out[#out + 1] = oldest
+  out[#out + 1] = first
   out[#out + 1] = retry
   out[#out + 1] = retry1
 end
 
 if allowed == 1 and member ~= '' then
   -- ZADD in chunks: unpack() takes a few thousand values at most.
+  local score = tostring(now)
   local args = {}
   for j = 0, cost - 1 do
-    args[#args + 1] = now
+    args[#args + 1] = score
     if j == 0 then
       args[#args + 1] = member
     else
@@ -88,7 +135,7 @@ if allowed == 1 and member ~= '' then
       args = {}
     end
   end
-  redis.call('PEXPIRE', key, longest)
+  redis.call('PEXPIRE', key, longestArg)
 end
 out[1] = allowed
 return out

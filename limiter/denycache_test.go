@@ -409,12 +409,12 @@ func TestAllowWithin(t *testing.T) {
 	proxy.Pause()
 	defer proxy.Resume()
 	ctx := context.Background()
-	d, err := lim.AllowWithin(ctx, 50*time.Millisecond, key, p, 1)
+	d, err := lim.AllowWithin(ctx, limiter.Within{RoundTrip: 50 * time.Millisecond}, key, p, 1)
 	if err != nil || !d.Cached || d.Allowed {
 		t.Fatalf("a known full window while Redis hangs: %+v, %v; want a cached denial", d, err)
 	}
 	start := time.Now()
-	_, err = lim.AllowWithin(ctx, 50*time.Millisecond, uniqueKey(t), p, 1)
+	_, err = lim.AllowWithin(ctx, limiter.Within{RoundTrip: 50 * time.Millisecond}, uniqueKey(t), p, 1)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a fresh key while Redis hangs: %v; want context.DeadlineExceeded", err)
 	}

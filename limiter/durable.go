@@ -76,8 +76,8 @@ func confirmed(want int, wait *redis.IntCmd) error {
 func waitTimeout(calls []*call) time.Duration {
 	left := MaxDurableWait
 	for _, c := range calls {
-		if d, ok := c.ctx.Deadline(); ok {
-			left = min(left, time.Until(d)/2)
+		if !c.deadline.IsZero() {
+			left = min(left, time.Until(c.deadline)/2)
 		}
 	}
 	return max(left, time.Millisecond)
@@ -108,7 +108,7 @@ func (b *batcher) byNode(ctx context.Context, calls []*call) []group {
 	for _, c := range calls {
 		node, err := f.MasterForKey(ctx, c.key)
 		if err != nil {
-			c.err = fmt.Errorf("failed to find the cluster node of a key: %w", err)
+			c.finish(nil, fmt.Errorf("failed to find the cluster node of a key: %w", err))
 			continue
 		}
 		i, seen := index[node]

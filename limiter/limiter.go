@@ -183,14 +183,27 @@ func (d Decision) Bound() RuleState { return d.Rules[d.Binding] }
 // denial the cache keeps, from the cache (Decision.Cached); any other cost is
 // asked of Redis, whose denial then replaces the cached one.
 func (l *Limiter) Allow(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
-	return l.AllowWithin(ctx, 0, key, p, cost)
+	return l.AllowWithin(ctx, Within{}, key, p, cost)
 }
 
-// AllowWithin is Allow with a bound on how long Redis may take: when the
-// decision needs Redis, it fails with context.DeadlineExceeded after timeout
-// (0: no bound but ctx's). An answer from the deny cache takes no timer, so a
-// flood of cached denials costs no timer per check.
-func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key string, p Policy, cost int) (Decision, error) {
+// Within bounds how long a check that needs Redis may take; one that fails
+// to finish in time fails with context.DeadlineExceeded. An answer from the
+// local deny cache needs no bound, and takes no timer, so a flood of cached
+// denials costs no timer per check.
+type Within struct {
+	// RoundTrip bounds Redis's answer, counted from when the check leaves
+	// for Redis: time it spent queued behind pipelines in flight (batching)
+	// — which on a CPU-starved machine is where the time goes — does not
+	// count against Redis. A pipeline lives until the latest bound of the
+	// checks it carries. 0: no bound of its own.
+	RoundTrip time.Duration
+	// Total bounds the whole check, queueing included. 0: no bound but
+	// ctx's.
+	Total time.Duration
+}
+
+// AllowWithin is Allow bounded by w when the decision needs Redis.
+func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Policy, cost int) (Decision, error) {
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
@@ -216,12 +229,12 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 		}
 		t = miss
 	}
-	if timeout > 0 {
+	if w.Total > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, w.Total)
 		defer cancel()
 	}
-	d, retry1, err := algorithmOf(p).allow(ctx, l, key, p, cost, false)
+	d, retry1, err := algorithmOf(p).allow(ctx, l, w.RoundTrip, key, p, cost, false)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -232,13 +245,20 @@ func (l *Limiter) AllowWithin(ctx context.Context, timeout time.Duration, key st
 	return d, nil
 }
 
-// eval runs one decision script, in the next pipeline when batching.
-func (l *Limiter) eval(ctx context.Context, s *redis.Script, key string, args []any) ([]int64, error) {
+// eval runs one decision script, in the next pipeline when batching, and
+// gives Redis roundTrip (0: no bound but ctx's) from when it is sent.
+func (l *Limiter) eval(ctx context.Context, roundTrip time.Duration, s *redis.Script, key string, args []any) ([]int64, error) {
 	if l.batch != nil {
-		return l.batch.run(ctx, s, key, args)
+		return l.batch.run(ctx, roundTrip, s, key, args)
+	}
+	c := &call{ctx: ctx, roundTrip: roundTrip, script: s, key: key, args: args, done: make(chan struct{})}
+	c.bound(time.Now())
+	if !c.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.deadline)
+		defer cancel()
 	}
 	if l.replicas > 0 { // WAIT needs the script's connection: a pipeline of one
-		c := &call{ctx: ctx, script: s, key: key, args: args, done: make(chan struct{})}
 		(&batcher{rdb: l.rdb, replicas: l.replicas}).sendCalls(ctx, []*call{c})
 		return c.res, c.err
 	}

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -45,9 +46,9 @@ type logAlgorithm struct{}
 
 func (logAlgorithm) countsDenied() bool { return false }
 
-func (a logAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
+func (a logAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
 	c := a.prepare(key, p, cost, peek)
-	res, err := l.eval(ctx, c.script, c.key, c.args)
+	res, err := l.eval(ctx, roundTrip, c.script, c.key, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
 	}

@@ -1,9 +1,6 @@
 package limiter
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
 // Peek decides a request of the given cost for key under p as Allow would,
 // and records nothing: would it pass now? Cost 0 asks whether the window is
@@ -12,24 +9,23 @@ import (
 // asks Redis. The Decision has Peek set, no ID, and counts without the
 // request's cost.
 func (l *Limiter) Peek(ctx context.Context, key string, p Policy, cost int) (Decision, error) {
-	return l.PeekWithin(ctx, 0, key, p, cost)
+	return l.PeekWithin(ctx, Within{}, key, p, cost)
 }
 
-// PeekWithin is Peek bounded as AllowWithin is: it fails with
-// context.DeadlineExceeded after timeout (0: no bound but ctx's).
-func (l *Limiter) PeekWithin(ctx context.Context, timeout time.Duration, key string, p Policy, cost int) (Decision, error) {
+// PeekWithin is Peek bounded by w, as AllowWithin is.
+func (l *Limiter) PeekWithin(ctx context.Context, w Within, key string, p Policy, cost int) (Decision, error) {
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
 	if cost != 0 && !p.CostFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}
-	if timeout > 0 {
+	if w.Total > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(ctx, w.Total)
 		defer cancel()
 	}
-	d, _, err := algorithmOf(p).allow(ctx, l, key, p, cost, true)
+	d, _, err := algorithmOf(p).allow(ctx, l, w.RoundTrip, key, p, cost, true)
 	if err != nil {
 		return Decision{}, err
 	}

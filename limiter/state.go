@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
@@ -100,9 +101,9 @@ func (a stateAlgorithm) read(p Policy, cost int, decided bool, res []int64) (boo
 	return allowed, now, rules, retry1, nil
 }
 
-func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
+func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
 	c := a.prepare(key, p, cost, peek)
-	res, err := l.eval(ctx, c.script, c.key, c.args)
+	res, err := l.eval(ctx, roundTrip, c.script, c.key, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
 	}

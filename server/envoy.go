@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -49,10 +50,22 @@ func listenEnvoy(addr string, failMode httplimit.FailMode, log *slog.Logger, opt
 	return &envoyService{srv: rls.NewServer(log, opts...), ln: ln, failOpen: failMode == httplimit.FailOpen}, nil
 }
 
+// grpcMaxWait is how many check timeouts a gRPC check may take in all. Its
+// check timeout bounds only Redis's round trip, counted from when the check
+// is sent: on a saturated machine a call may queue first (behind pipelines
+// in flight, for a CPU), and envoyproxy/ratelimit then slows down rather
+// than failing. The bound that matters is the caller's: Envoy's rate limit
+// filter sends its timeout as the call's deadline, which every check keeps.
+const grpcMaxWait = 10
+
 // register adds the service: every call decides through checker, as the
-// HTTP checks do, with the config in force at the call, so reloads apply.
+// HTTP checks do, with the config in force at the call, so reloads apply —
+// but may wait grpcMaxWait check timeouts in all, not one.
 func (e *envoyService) register(checker *httplimit.Checker, store *configStore, log *slog.Logger) {
 	cfg, m := store.cfg, store.metrics
+	grpcChecker := *checker // same limiter, fail mode and observers
+	grpcChecker.MaxWait = grpcMaxWait * cmp.Or(checker.Timeout, httplimit.DefaultTimeout)
+	checker = &grpcChecker
 	var compat *rls.Compat
 	if cfg.EnvoyCompat {
 		h := cfg.EnvoyHeaders

@@ -167,6 +167,10 @@ func micros(xs []float64) string {
 	return fmt.Sprintf("%.1f", median(xs))
 }
 
+// errDone is what a forDuration function returns when it has done all it
+// was to do: the run ends early, without an error.
+var errDone = errors.New("done")
+
 // forDuration calls fn from workers goroutines for d and returns checks per
 // second. The first error ends the run.
 func forDuration(ctx context.Context, workers int, d time.Duration, fn func(context.Context, int64) (int, error)) (float64, error) {
@@ -181,6 +185,11 @@ func forDuration(ctx context.Context, workers int, d time.Duration, fn func(cont
 		wg.Go(func() {
 			for rctx.Err() == nil {
 				n, err := fn(context.WithoutCancel(rctx), next.Add(1))
+				if errors.Is(err, errDone) {
+					done.Add(int64(n))
+					cancel()
+					return
+				}
 				if err != nil {
 					once.Do(func() { firstErr = err })
 					cancel()

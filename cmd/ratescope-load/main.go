@@ -39,6 +39,14 @@
 // envoyproxy/ratelimit built from its source (envoy.go):
 //
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --envoy --envoy-rl-src ~/src/ratelimit
+//
+// With --scripts it measures what a decision of the log costs Redis, A/B
+// against other versions of the check script, with envoyproxy/ratelimit's
+// fixed window as the bar (scripts.go):
+//
+//	git show <rev>:limiter/check.lua > /tmp/before.lua
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos \
+//	    --scripts --script before=/tmp/before.lua --envoy-rl-bin ~/bin/envoy-rl
 package main
 
 import (
@@ -79,6 +87,13 @@ type options struct {
 	envoy           bool
 	envoySrc        string
 	envoyLocalCache int
+	envoyRLBin      string
+
+	// The scripts phase, off unless --scripts.
+	scriptsPhase bool
+	scripts      []string // NAME=FILE
+	scriptChecks int
+	scriptRate   int
 
 	failover         bool
 	failoverRate     int
@@ -120,6 +135,11 @@ func main() {
 	flag.BoolVar(&o.envoy, "envoy", false, "also run the Envoy phase: ShouldRateLimit against envoyproxy/ratelimit built from its source (needs git and go)")
 	flag.StringVar(&o.envoySrc, "envoy-rl-src", "", "envoyproxy/ratelimit's source for --envoy: a checkout, or a git repository to clone; empty: a shallow clone of github.com/envoyproxy/ratelimit")
 	flag.IntVar(&o.envoyLocalCache, "envoy-rl-local-cache", 0, "also measure envoyproxy/ratelimit with LOCAL_CACHE_SIZE_IN_BYTES set to this (its over-limit cache); 0: not")
+	flag.StringVar(&o.envoyRLBin, "envoy-rl-bin", "", "a built envoyproxy/ratelimit service binary for --envoy and --scripts, instead of building it")
+	flag.BoolVar(&o.scriptsPhase, "scripts", false, "also run the scripts phase: what a decision of the log costs Redis (INFO commandstats, INFO cpu), A/B against each --script")
+	flag.Var((*stringList)(&o.scripts), "script", "another version of the check script for --scripts, as NAME=FILE (repeatable; the first is the base of the ratios)")
+	flag.IntVar(&o.scriptChecks, "script-checks", 10_000, "checks per fill and per denied run of the scripts phase (the fill covers at least the limit)")
+	flag.IntVar(&o.scriptRate, "script-rate", 20_000, "checks per second of the scripts phase's steady workload (paced)")
 	flag.BoolVar(&o.failover, "failover", false, "run only the failover phase: a Sentinel deployment's master killed under load, with and without durable replicas (needs redis-server; ignores --redis-url)")
 	flag.IntVar(&o.failoverRate, "failover-rate", 500, "checks per second of the failover phase's load")
 	flag.IntVar(&o.failoverRuns, "failover-runs", 3, "runs of each failover variant")
@@ -154,6 +174,8 @@ func (o options) validate() error {
 		return errors.New("--check-interval must not be negative")
 	case o.traceDuration < time.Second:
 		return errors.New("--trace-duration must be at least 1s")
+	case o.scriptChecks < 1 || o.scriptRate < 1:
+		return errors.New("--script-checks and --script-rate must be at least 1")
 	case o.failoverRate < 1 || o.failoverRuns < 1 || o.failoverRestart < 0:
 		return errors.New("--failover-rate and --failover-runs must be at least 1, --failover-restart not negative")
 	}
@@ -181,6 +203,19 @@ func (v *viewerCounts) Set(s string) error {
 		out = append(out, n)
 	}
 	*v = out
+	return nil
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, " ") }
+
+func (l *stringList) Set(s string) error {
+	if name, path, ok := strings.Cut(s, "="); !ok || name == "" || path == "" {
+		return fmt.Errorf("want NAME=FILE, got %q", s)
+	}
+	*l = append(*l, s)
 	return nil
 }
 
@@ -246,6 +281,7 @@ func run(o options) error {
 		{"algorithms", o.skipAlgos, measureAlgorithms},
 		{"overview", !o.overview, measureOverview},
 		{"Envoy", !o.envoy, measureEnvoy},
+		{"scripts", !o.scriptsPhase, measureScripts},
 	}
 	var failed []string
 	for _, p := range phases {

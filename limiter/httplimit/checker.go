@@ -23,12 +23,11 @@ const (
 	FailOpen FailMode = "open"
 )
 
-// Decider decides one request, as *limiter.Limiter does: within timeout
-// when it needs Redis (0: no bound but ctx's). PeekWithin decides it
-// without recording it.
+// Decider decides one request, as *limiter.Limiter does: within w when it
+// needs Redis. PeekWithin decides it without recording it.
 type Decider interface {
-	AllowWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error)
-	PeekWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error)
+	AllowWithin(ctx context.Context, w limiter.Within, key string, p limiter.Policy, cost int) (limiter.Decision, error)
+	PeekWithin(ctx context.Context, w limiter.Within, key string, p limiter.Policy, cost int) (limiter.Decision, error)
 }
 
 // Target is what one check decides: whose window, under which policy, at
@@ -116,10 +115,16 @@ func (h Hooks) Decided(d limiter.Decision) {
 // fields are read, never written, by Check: set them before the first check.
 type Checker struct {
 	Limiter Decider
-	// Timeout bounds how long a check waits for Redis; 0 means
-	// DefaultTimeout. Build the Redis client with ContextTimeoutEnabled for
-	// it to bound socket I/O.
-	Timeout   time.Duration
+	// Timeout bounds how long a check waits for Redis's answer, counted
+	// from when the check is sent to Redis; 0 means DefaultTimeout. Build
+	// the Redis client with ContextTimeoutEnabled for it to bound socket I/O.
+	Timeout time.Duration
+	// MaxWait bounds a whole check, time queued before it is sent to Redis
+	// included (limiter.Within.Total); 0 means Timeout: the answer comes
+	// within the check timeout, as an HTTP check's must. A larger MaxWait
+	// lets a saturated but healthy setup slow down instead of failing
+	// checks that Redis answers in time.
+	MaxWait   time.Duration
 	FailMode  FailMode
 	Observers []Observer
 }
@@ -138,6 +143,7 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
+	within := limiter.Within{RoundTrip: timeout, Total: max(c.MaxWait, timeout)}
 	observers := [2][]Observer{c.Observers, t.Policy.observers}
 	for _, os := range observers {
 		for _, o := range os {
@@ -148,9 +154,9 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 	var d limiter.Decision
 	var err error
 	if t.Peek {
-		d, err = c.Limiter.PeekWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+		d, err = c.Limiter.PeekWithin(ctx, within, t.Key, t.Policy.Policy, t.Cost)
 	} else {
-		d, err = c.Limiter.AllowWithin(ctx, timeout, t.Key, t.Policy.Policy, t.Cost)
+		d, err = c.Limiter.AllowWithin(ctx, within, t.Key, t.Policy.Policy, t.Cost)
 	}
 	took := time.Since(start)
 	res := Result{Decision: d, Err: err, Pass: err == nil && !d.Denied()}

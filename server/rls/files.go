@@ -42,7 +42,7 @@ type fileLimit struct {
 // as in envoyproxy/ratelimit; only no descriptors at all (or more than
 // MaxDescriptors) and an override of no unit are malformed.
 func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func(string) (*httplimit.Policy, bool),
-	prepare func(limiter.Policy) *httplimit.Policy, compat bool) ([]check, error) {
+	prepare func(limiter.Policy) *httplimit.Policy, compat bool, buf []check) ([]check, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case len(ds) == 0:
@@ -50,7 +50,7 @@ func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func
 	case len(ds) > MaxDescriptors:
 		return nil, fmt.Errorf("descriptors: %d given, at most %d are taken", len(ds), MaxDescriptors)
 	}
-	out := make([]check, len(ds))
+	out := sized(buf, len(ds))
 	names := make([]string, len(ds)) // of the limits that may be replaced
 	replaced := map[string]bool{}
 	for i, d := range ds {

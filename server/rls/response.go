@@ -163,6 +163,20 @@ func clampUint32(n int64) uint32 {
 // binds most (denied before allowed, then the longest retry, then the least
 // remaining), so an item name never appears twice.
 func responseHeaders(outs []outcome, headers func(*httplimit.Policy, limiter.Decision) (string, string)) []*corev3.HeaderValue {
+	var only *outcome // the one decided, when only one was: a flood's call
+	for i := range outs {
+		if !outs[i].decided {
+			continue
+		}
+		if only != nil {
+			only = nil
+			break
+		}
+		only = &outs[i]
+	}
+	if only != nil {
+		return headerValues(headers(only.p, only.d))
+	}
 	var chosen []outcome
 	for _, o := range outs {
 		if !o.decided {
@@ -185,10 +199,16 @@ func responseHeaders(outs []outcome, headers func(*httplimit.Policy, limiter.Dec
 		a, b := headers(o.p, o.d)
 		rl, rlp = append(rl, a), append(rlp, b)
 	}
-	return []*corev3.HeaderValue{
-		{Key: headerRateLimit, Value: strings.Join(rl, ", ")},
-		{Key: headerRateLimitPolicy, Value: strings.Join(rlp, ", ")},
-	}
+	return headerValues(strings.Join(rl, ", "), strings.Join(rlp, ", "))
+}
+
+// headerValues are the RateLimit and RateLimit-Policy fields, with room for
+// a Retry-After.
+func headerValues(rateLimit, rateLimitPolicy string) []*corev3.HeaderValue {
+	hs := make([]*corev3.HeaderValue, 2, 3)
+	hs[0] = &corev3.HeaderValue{Key: headerRateLimit, Value: rateLimit}
+	hs[1] = &corev3.HeaderValue{Key: headerRateLimitPolicy, Value: rateLimitPolicy}
+	return hs
 }
 
 // bindsMore reports whether a binds more than b.

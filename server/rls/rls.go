@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -101,14 +102,17 @@ func New(deps Deps) *Service {
 // translated and validated before anything is counted, so a malformed
 // request gets codes.InvalidArgument and records nothing.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	w := scratches.Get().(*scratch)
+	defer w.release()
 	var checks []check
 	var err error
 	compat := s.deps.Compat != nil
 	if set := s.deps.Files(); set != nil && set.Has(req.GetDomain()) {
-		checks, err = translateFiles(req, set, s.deps.Policy, s.deps.Prepare, compat)
+		checks, err = translateFiles(req, set, s.deps.Policy, s.deps.Prepare, compat, w.checks)
 	} else {
-		checks, err = translate(req, s.deps.Mappings(), s.deps.Policy, s.deps.Prepare, compat)
+		checks, err = translate(req, s.deps.Mappings(), s.deps.Policy, s.deps.Prepare, compat, w.checks)
 	}
+	w.checks = checks
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -118,7 +122,8 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 				"domain", req.GetDomain(), "policy", c.orphan)
 		}
 	}
-	outcomes := s.decide(ctx, checks)
+	outcomes := s.decide(ctx, checks, w.outs)
+	w.outs = outcomes
 	for i, o := range outcomes {
 		switch {
 		case o.err == nil, o.failedOpen:
@@ -144,6 +149,36 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return respond(outcomes, (*httplimit.Policy).Fields, s.deps.Shadow), nil
 }
 
+// scratch is one call's working memory, reused from call to call, so a
+// flood of calls answered by the local deny cache allocates little beyond
+// its answers. Nothing of it outlives the call: the answer copies what it
+// shows.
+type scratch struct {
+	checks []check
+	outs   []outcome
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// release drops what the call referenced and returns w to the pool.
+func (w *scratch) release() {
+	clear(w.checks[:cap(w.checks)])
+	clear(w.outs[:cap(w.outs)])
+	w.checks, w.outs = w.checks[:0], w.outs[:0]
+	scratches.Put(w)
+}
+
+// sized returns buf resized to n zero elements, reusing its memory when it
+// is large enough.
+func sized[T any](buf []T, n int) []T {
+	if cap(buf) < n {
+		return make([]T, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
+}
+
 // outcome is what became of check c: a decision under p, an error
 // (failedOpen: answered by the fail mode), a cost p can never take (never),
 // or none of them when no policy applies.
@@ -158,11 +193,11 @@ type outcome struct {
 }
 
 // decide runs the mapped checks, concurrently when there are several (the
-// limiter pipelines concurrent calls into one round trip). A panic in one of
-// them is raised again here, on the handler's goroutine, where the server's
-// interceptor turns it into codes.Internal.
-func (s *Service) decide(ctx context.Context, checks []check) []outcome {
-	out := make([]outcome, len(checks))
+// limiter pipelines concurrent calls into one round trip), into buf's
+// memory. A panic in one of them is raised again here, on the handler's
+// goroutine, where the server's interceptor turns it into codes.Internal.
+func (s *Service) decide(ctx context.Context, checks []check, buf []outcome) []outcome {
+	out := sized(buf, len(checks))
 	mapped := 0
 	for i, c := range checks {
 		out[i] = outcome{c: c, p: c.policy, never: c.mapped() && c.never}

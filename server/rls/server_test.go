@@ -102,7 +102,7 @@ type gate struct {
 	open    chan struct{}
 }
 
-func (g *gate) AllowWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error) {
+func (g *gate) AllowWithin(ctx context.Context, w limiter.Within, key string, p limiter.Policy, cost int) (limiter.Decision, error) {
 	if strings.HasPrefix(key, "hold") {
 		g.entered <- struct{}{}
 		select {
@@ -111,11 +111,11 @@ func (g *gate) AllowWithin(ctx context.Context, timeout time.Duration, key strin
 			return limiter.Decision{}, ctx.Err()
 		}
 	}
-	return g.lim.AllowWithin(ctx, timeout, key, p, cost)
+	return g.lim.AllowWithin(ctx, w, key, p, cost)
 }
 
-func (g *gate) PeekWithin(ctx context.Context, timeout time.Duration, key string, p limiter.Policy, cost int) (limiter.Decision, error) {
-	return g.lim.PeekWithin(ctx, timeout, key, p, cost)
+func (g *gate) PeekWithin(ctx context.Context, w limiter.Within, key string, p limiter.Policy, cost int) (limiter.Decision, error) {
+	return g.lim.PeekWithin(ctx, w, key, p, cost)
 }
 
 // TestGracefulStop: Stop lets a call in flight finish, refuses new ones, and
@@ -195,11 +195,11 @@ func TestStopDeadline(t *testing.T) {
 // panicker is a Decider with a bug.
 type panicker struct{}
 
-func (panicker) AllowWithin(context.Context, time.Duration, string, limiter.Policy, int) (limiter.Decision, error) {
+func (panicker) AllowWithin(context.Context, limiter.Within, string, limiter.Policy, int) (limiter.Decision, error) {
 	panic("a bug")
 }
 
-func (panicker) PeekWithin(context.Context, time.Duration, string, limiter.Policy, int) (limiter.Decision, error) {
+func (panicker) PeekWithin(context.Context, limiter.Within, string, limiter.Policy, int) (limiter.Decision, error) {
 	panic("a bug")
 }
 

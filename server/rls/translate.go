@@ -65,7 +65,7 @@ func (c check) asks() bool { return c.mapped() && !c.never }
 //   - is_negative_hits is refused: a log records requests and cannot take
 //     them back.
 func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool),
-	prepare func(limiter.Policy) *httplimit.Policy, compat bool) ([]check, error) {
+	prepare func(limiter.Policy) *httplimit.Policy, compat bool, buf []check) ([]check, error) {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	switch {
@@ -76,7 +76,7 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 	case len(ds) > MaxDescriptors:
 		return nil, fmt.Errorf("descriptors: %d given, at most %d are taken", len(ds), MaxDescriptors)
 	}
-	out := make([]check, len(ds))
+	out := sized(buf, len(ds))
 	keys := make([]string, 0, 4)
 	values := make([]string, 0, 4)
 	for i, d := range ds {
