@@ -40,30 +40,19 @@ for i = 1, nrules do
   if w > longest then longest, longestArg = w, ARGV[3 + 2 * i] end
 end
 local cutoff = now - longest
-local HEAD = '3' -- the last rank of the head read below: 4 entries
 
--- The oldest few entries, read at once, say what expired: in steady traffic
--- one or two slide out between checks, and knowing exactly which lets one
--- ZREMRANGEBYRANK evict them (or no call at all when none did) and leaves
--- the new oldest known. Eviction is bounded so no call blocks Redis for
--- long; counting never relies on it.
-local head = redis.call('ZRANGE', key, '0', HEAD, 'WITHSCORES')
-local nhead = #head / 2
+-- The oldest entry says whether anything expired: when it is inside the
+-- longest window nothing did, and no eviction call is needed. (Reading more
+-- of the oldest entries, to evict a few without another call, measured no
+-- cheaper: every entry read is a member and a score formatted for Lua.)
+-- Eviction is bounded so no call blocks Redis for long; counting never
+-- relies on it.
+local oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]) -- nil: empty
 local total, stale = 0, 0 -- stale: expired entries left beyond maxEvict
-local shift = 0           -- head[shift + 1 …] are the set's entries by rank, or nil
-if nhead > 0 then
+if oldest then
   total = redis.call('ZCARD', key)
-  local e = 0
-  while e < nhead and tonumber(head[2 * e + 2]) <= cutoff do e = e + 1 end
-  if e < nhead then
-    local n = math.min(e, maxEvict)
-    if n > 0 then
-      redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
-      total = total - n
-    end
-    shift, stale = n, e - n
-  else
-    shift = nil
+  if oldest <= cutoff then
+    oldest = nil -- evicted; read again if needed
     if total <= maxEvict then
       total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
     else
@@ -75,13 +64,13 @@ if nhead > 0 then
   end
 end
 
--- The score at rank r (0 = oldest) as a number, from the head when it holds it.
+-- The score at rank r (0 = the oldest) as a number.
 local function scoreAt(r)
-  if shift and shift + r < nhead then return tonumber(head[2 * (shift + r) + 2]) end
+  if r == 0 and oldest then return oldest end
   local s = tostring(r)
-  local got = redis.call('ZRANGE', key, s, s, 'WITHSCORES')
-  if r == 0 then head, nhead, shift = got, 1, 0 end -- the oldest, kept
-  return tonumber(got[2])
+  local score = tonumber(redis.call('ZRANGE', key, s, s, 'WITHSCORES')[2])
+  if r == 0 then oldest = score end
+  return score
 end
 
 local allowed = 1

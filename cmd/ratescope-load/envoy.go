@@ -77,10 +77,13 @@ func measureEnvoy(ctx context.Context, e *env) error {
 	if err := os.WriteFile(filepath.Join(confDir, "bench.yaml"), []byte(envoyConfig), 0o644); err != nil {
 		return fmt.Errorf("failed to write the config file: %w", err)
 	}
-	progress("  building envoyproxy/ratelimit from %s…", orDefault(o.envoySrc, envoyRepo))
-	bin, rev, err := buildEnvoyRL(ctx, o.envoySrc, e.dir)
-	if err != nil {
-		return err
+	bin, rev := o.envoyRLBin, "a binary given with --envoy-rl-bin, "+o.envoyRLBin
+	if bin == "" {
+		progress("  building envoyproxy/ratelimit from %s…", orDefault(o.envoySrc, envoyRepo))
+		var err error
+		if bin, rev, err = buildEnvoyRL(ctx, o.envoySrc, e.dir); err != nil {
+			return err
+		}
 	}
 
 	var targets []*rlsTarget
