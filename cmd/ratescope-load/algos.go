@@ -206,28 +206,11 @@ type scriptStats struct{ calls, usec float64 }
 
 // scriptTime sums calls and usec of EVALSHA and EVAL from INFO commandstats.
 func scriptTime(ctx context.Context, rdb *redis.Client) (scriptStats, error) {
-	info, err := rdb.Info(ctx, "commandstats").Result()
+	c, err := readScriptCounters(ctx, rdb)
 	if err != nil {
-		return scriptStats{}, fmt.Errorf("failed to read INFO commandstats: %w", err)
+		return scriptStats{}, err
 	}
-	var s scriptStats
-	for line := range strings.SplitSeq(info, "\n") {
-		name, value, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-			continue
-		}
-		for field := range strings.SplitSeq(value, ",") {
-			k, v, _ := strings.Cut(field, "=")
-			x, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "calls":
-				s.calls += x
-			case "usec":
-				s.usec += x
-			}
-		}
-	}
-	return s, nil
+	return scriptStats{calls: c.calls["evalsha"] + c.calls["eval"], usec: c.usec["evalsha"] + c.usec["eval"]}, nil
 }
 
 // burstyTrace is the recorded trace: request times in ms from its start,

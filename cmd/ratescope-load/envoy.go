@@ -152,8 +152,9 @@ func measureEnvoy(ctx context.Context, e *env) error {
 		}
 		if err := add(name, func(rs *redistest.Process, grpcPort int) (*serverProc, error) {
 			// envoyproxy/ratelimit waits for Redis up to its REDIS_TIMEOUT,
-			// 10 s by default: ratescope may wait as long.
-			env := append(envoyEnv(rs, grpcPort), "RATESCOPE_ENVOY_COMPAT="+strconv.FormatBool(compat), "RATESCOPE_CHECK_TIMEOUT=10s")
+			// 10 s by default: ratescope may wait as long, unless
+			// --envoy-check-timeout says otherwise.
+			env := append(envoyEnv(rs, grpcPort), "RATESCOPE_ENVOY_COMPAT="+strconv.FormatBool(compat), "RATESCOPE_CHECK_TIMEOUT="+o.envoyCheckTimeout.String())
 			return startProc(ctx, e.dir, name, log, env, "serve", "--max-conns-per-client", "0")
 		}); err != nil {
 			return err
@@ -206,8 +207,8 @@ func measureEnvoy(ctx context.Context, e *env) error {
 	rep.line("")
 	rep.line("## Envoy rate limit service: ratescope against envoyproxy/ratelimit")
 	rep.line("")
-	rep.line("envoyproxy/ratelimit built from its source (%s); every server reads the same file in its format (`RUNTIME_ROOT/ratelimit/config/bench.yaml`: `user` %s, `flood` %d per day), on a fresh redis-server of its own, and is called by %d goroutines over %d HTTP/2 connections with one descriptor per call, %s per server and workload after a %s warm-up. All allowed: %d users under a limit nobody reaches. Flood: %d %% of calls to %d users filled past their limit beforehand, the rest to users never seen. CPU per call is the server's and its redis-server's CPU time divided by the calls answered. ratescope waits for Redis as long as envoyproxy/ratelimit does (10 s) and keeps its local deny cache on; envoyproxy/ratelimit runs without its local cache unless a row says so.",
-		rev, "100000 per second", envoyFloodLimit, o.conns, envoyClientConns, o.duration, httpWarmup, o.keys, 100-100/floodFreshEvery, envoyFloodHotKeys)
+	rep.line("envoyproxy/ratelimit built from its source (%s); every server reads the same file in its format (`RUNTIME_ROOT/ratelimit/config/bench.yaml`: `user` %s, `flood` %d per day), on a fresh redis-server of its own, and is called by %d goroutines over %d HTTP/2 connections with one descriptor per call, %s per server and workload after a %s warm-up. All allowed: %d users under a limit nobody reaches. Flood: %d %% of calls to %d users filled past their limit beforehand, the rest to users never seen. CPU per call is the server's and its redis-server's CPU time divided by the calls answered; any call answered with an error fails the phase. ratescope runs with a check timeout of %s (envoyproxy/ratelimit waits for Redis up to 10 s) and keeps its local deny cache on; envoyproxy/ratelimit runs without its local cache unless a row says so.",
+		rev, "100000 per second", envoyFloodLimit, o.conns, envoyClientConns, o.duration, httpWarmup, o.keys, 100-100/floodFreshEvery, envoyFloodHotKeys, o.envoyCheckTimeout)
 	rep.line("")
 	rep.line("| server | workload | calls/s (median) | min–max | server µs/call | redis µs/call | server+redis µs/call | OK · OVER_LIMIT |")
 	rep.line("|---|---|---:|---:|---:|---:|---:|---|")

@@ -88,6 +88,8 @@ type options struct {
 	envoySrc        string
 	envoyLocalCache int
 	envoyRLBin      string
+	// envoyCheckTimeout is ratescope's --check-timeout in the Envoy phase.
+	envoyCheckTimeout time.Duration
 
 	// The scripts phase, off unless --scripts.
 	scriptsPhase bool
@@ -136,6 +138,7 @@ func main() {
 	flag.StringVar(&o.envoySrc, "envoy-rl-src", "", "envoyproxy/ratelimit's source for --envoy: a checkout, or a git repository to clone; empty: a shallow clone of github.com/envoyproxy/ratelimit")
 	flag.IntVar(&o.envoyLocalCache, "envoy-rl-local-cache", 0, "also measure envoyproxy/ratelimit with LOCAL_CACHE_SIZE_IN_BYTES set to this (its over-limit cache); 0: not")
 	flag.StringVar(&o.envoyRLBin, "envoy-rl-bin", "", "a built envoyproxy/ratelimit service binary for --envoy and --scripts, instead of building it")
+	flag.DurationVar(&o.envoyCheckTimeout, "envoy-check-timeout", 10*time.Second, "ratescope's check timeout in the Envoy phase (envoyproxy/ratelimit waits up to 10 s for Redis); the default, 150ms, shows what a saturated machine does to it")
 	flag.BoolVar(&o.scriptsPhase, "scripts", false, "also run the scripts phase: what a decision of the log costs Redis (INFO commandstats, INFO cpu), A/B against each --script")
 	flag.Var((*stringList)(&o.scripts), "script", "another version of the check script for --scripts, as NAME=FILE (repeatable; the first is the base of the ratios)")
 	flag.IntVar(&o.scriptChecks, "script-checks", 10_000, "checks per fill and per denied run of the scripts phase (the fill covers at least the limit)")
@@ -174,6 +177,8 @@ func (o options) validate() error {
 		return errors.New("--check-interval must not be negative")
 	case o.traceDuration < time.Second:
 		return errors.New("--trace-duration must be at least 1s")
+	case o.envoyCheckTimeout <= 0:
+		return errors.New("--envoy-check-timeout must be positive")
 	case o.scriptChecks < 1 || o.scriptRate < 1:
 		return errors.New("--script-checks and --script-rate must be at least 1")
 	case o.failoverRate < 1 || o.failoverRuns < 1 || o.failoverRestart < 0:
