@@ -39,12 +39,13 @@ func compatRespond(outs []outcome, c *Compat, shadow bool) *rlsv3.RateLimitRespo
 	var closest *rlsv3.RateLimitResponse_DescriptorStatus
 	least := uint32(math.MaxUint32)
 	var over, quotas, quotasOver int
+	nowMs := answerTime(outs)
 	for i, o := range outs {
 		if o.c.unlimited {
 			resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 			continue
 		}
-		st := compatStatus(o)
+		st := compatStatus(o, nowMs)
 		resp.Statuses[i] = st
 		if st.CurrentLimit != nil && st.LimitRemaining < least {
 			closest, least = st, st.LimitRemaining
@@ -77,15 +78,16 @@ func compatRespond(outs []outcome, c *Compat, shadow bool) *rlsv3.RateLimitRespo
 }
 
 // compatStatus is one descriptor's status in envoyproxy/ratelimit's terms.
-func compatStatus(o outcome) *rlsv3.RateLimitResponse_DescriptorStatus {
+// Its duration until reset counts from nowMs, the one moment of the whole
+// answer, as envoyproxy/ratelimit reads its clock once a request: two
+// descriptors decided on either side of a second's edge still say the same.
+func compatStatus(o outcome, nowMs int64) *rlsv3.RateLimitResponse_DescriptorStatus {
 	if !o.decided && !o.never {
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 	}
 	rate := compatRate(o)
-	nowMs := time.Now().UnixMilli()
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OVER_LIMIT, CurrentLimit: rate}
 	if o.decided {
-		nowMs = o.d.NowMs
 		switch {
 		case o.d.Allowed:
 			st.Code, st.LimitRemaining = rlsv3.RateLimitResponse_OK, clampUint32(int64(o.d.Bound().Remaining))
@@ -100,6 +102,21 @@ func compatStatus(o outcome) *rlsv3.RateLimitResponse_DescriptorStatus {
 		st.DurationUntilReset = &durationpb.Duration{Seconds: s - (nowMs/1000)%s}
 	}
 	return st
+}
+
+// answerTime is the moment an answer's durations count from: the latest
+// Redis time of its decisions, or this process's clock when none was decided.
+func answerTime(outs []outcome) int64 {
+	var nowMs int64
+	for _, o := range outs {
+		if o.decided {
+			nowMs = max(nowMs, o.d.NowMs)
+		}
+	}
+	if nowMs == 0 {
+		nowMs = time.Now().UnixMilli()
+	}
+	return nowMs
 }
 
 // compatRate is the limit a compat status reports: the file's or the

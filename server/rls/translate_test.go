@@ -188,3 +188,21 @@ func hashed(v string) string {
 // prepareTest readies a policy made for one request, as the service does
 // without a server's Prepare.
 func prepareTest(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p) }
+
+// TestCompatOneMomentPerAnswer: in compat mode every status's duration until
+// reset counts from one moment, as envoyproxy/ratelimit reads its clock once
+// a request — two descriptors decided on either side of a second's edge say
+// the same.
+func TestCompatOneMomentPerAnswer(t *testing.T) {
+	hour := int64(3_600_000)
+	at := func(nowMs int64, allowed bool) outcome {
+		return outcome{decided: true, d: limiter.Decision{Policy: "p", Allowed: allowed, NowMs: nowMs,
+			Rules: []limiter.RuleState{{Limit: 3, WindowMs: hour, Remaining: map[bool]int{true: 2}[allowed]}}}}
+	}
+	edge := 500*hour + 315_000 // 315 s into an hour's window
+	resp := compatRespond([]outcome{at(edge-1, false), at(edge+1, true)}, &Compat{}, false)
+	a, b := resp.GetStatuses()[0].GetDurationUntilReset().GetSeconds(), resp.GetStatuses()[1].GetDurationUntilReset().GetSeconds()
+	if a != b || a != 3600-315 {
+		t.Fatalf("durations until reset %d and %d s, want both %d", a, b, 3600-315)
+	}
+}
