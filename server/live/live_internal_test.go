@@ -35,6 +35,24 @@ func TestSpacingKeepsWindowFramesWithinBudget(t *testing.T) {
 	}
 }
 
+// TestSnapshotSpacingCountsBytes: a snapshot larger than a socket write counts
+// as a frame per write, so large windows are sent to large audiences less often.
+func TestSnapshotSpacingCountsBytes(t *testing.T) {
+	for _, c := range []struct {
+		viewers, size int
+		want          time.Duration
+	}{
+		{1000, 100, snapshotCoalesce},
+		{1000, 2 * writeUnit, 150 * time.Millisecond},
+		{10, 60_000, snapshotCoalesce},
+		{2000, 60_000, 1500 * time.Millisecond}, // callers cap it at a second
+	} {
+		if got := snapshotSpacing(c.viewers, c.size); got != c.want {
+			t.Errorf("snapshotSpacing(%d, %d) = %s, want %s", c.viewers, c.size, got, c.want)
+		}
+	}
+}
+
 func TestDueAllowsTickerJitter(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	for _, c := range []struct {
@@ -163,8 +181,8 @@ func TestPeriodicSnapshotsCarryTheTick(t *testing.T) {
 		return out
 	}
 
-	if done := v.publishSnapshots(context.Background(), []Window{w, lab}, []bool{true, true}); !done[0] || !done[1] {
-		t.Fatalf("done %v, want both", done)
+	if sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}, {w: lab, groups: 1, periodic: true}}); sizes[0] <= 0 || sizes[1] != 0 {
+		t.Fatalf("sizes %v, want the window's snapshot and none for the lab", sizes)
 	}
 	if got := types(ws); !slices.Equal(got, []string{TypeTick, TypeSnapshot}) {
 		t.Errorf("the window's viewer took %v in one go, want tick and snapshot", got)
@@ -172,12 +190,93 @@ func TestPeriodicSnapshotsCarryTheTick(t *testing.T) {
 	if got := types(lw); !slices.Equal(got, []string{TypeTick}) {
 		t.Errorf("the lab's viewer took %v, want the tick", got)
 	}
-	v.publishSnapshots(context.Background(), []Window{w}, []bool{false})
+	v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1}})
 	if got := types(ws); !slices.Equal(got, []string{TypeSnapshot}) {
 		t.Errorf("after a change the viewer took %v, want the snapshot alone", got)
 	}
 	fail = true
-	if done := v.publishSnapshots(context.Background(), []Window{w}, []bool{true}); done[0] || !v.snapshotsFailing.Load() {
-		t.Errorf("with Redis failing: done %v, snapshotsFailing %v; want false, true", done, v.snapshotsFailing.Load())
+	if sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}}); sizes[0] != -1 || !v.snapshotsFailing.Load() {
+		t.Errorf("with Redis failing: sizes %v, snapshotsFailing %v; want -1, true", sizes, v.snapshotsFailing.Load())
+	}
+}
+
+// TestLargeAudiencesTakeSnapshotsInTurns: 2,000 viewers of one window (more
+// than turnsFrom) get their snapshots a group at a time, never all in one
+// round, and each viewer still gets one at least every second; a window with
+// a few viewers still gets one soon after each change.
+func TestLargeAudiencesTakeSnapshotsInTurns(t *testing.T) {
+	v := New(Deps{
+		Instance: "me",
+		Policy: func(name string) (limiter.Policy, bool) {
+			return limiter.Policy{Name: name, Rules: []limiter.Rule{{Limit: 5, Window: 10 * time.Second}}}, true
+		},
+		ReadWindows: func(_ context.Context, ws []limiter.WindowOf) ([]limiter.Window, []error) {
+			out := make([]limiter.Window, len(ws))
+			for i, w := range ws {
+				out[i] = limiter.Window{Key: w.Key, Policy: w.Policy.Name, Rules: []limiter.RuleState{{Limit: 5}}}
+			}
+			return out, make([]error, len(ws))
+		},
+	})
+	const n = 2000
+	big, small := Window{Key: "crowd", Policy: "demo"}, Window{Key: "few", Policy: "demo"}
+	subs := make([]*hub.Subscription[Window], n)
+	for i := range subs {
+		subs[i] = v.hub.Subscribe(big)
+	}
+	few := v.hub.Subscribe(small)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { v.snapshotLoop(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	// Poll every viewer every few ms; note when each takes a snapshot.
+	got := make([][]time.Time, n)
+	start := time.Now()
+	var changedAt, fewGot time.Time
+	for time.Since(start) < 3500*time.Millisecond {
+		if changedAt.IsZero() && time.Since(start) > 1500*time.Millisecond {
+			changedAt = time.Now()
+			v.snapshots.markDirty(small)
+		}
+		for i, s := range subs {
+			if msgs, _ := s.Take(nil, 1<<20); len(msgs) > 0 {
+				got[i] = append(got[i], time.Now())
+			}
+		}
+		if msgs, _ := few.Take(nil, 1<<20); len(msgs) > 0 && !changedAt.IsZero() && fewGot.IsZero() {
+			fewGot = time.Now()
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	// The most viewers that took a snapshot within any 40 ms: a group or two,
+	// not the audience.
+	var all []time.Time
+	for i, ts := range got {
+		if len(ts) < 2 {
+			t.Fatalf("viewer %d took %d snapshots in 3.5 s, want at least 2 (one a second)", i, len(ts))
+		}
+		for j := 1; j < len(ts); j++ {
+			if gap := ts[j].Sub(ts[j-1]); gap > 1500*time.Millisecond {
+				t.Errorf("viewer %d waited %s between snapshots, want about a second at most", i, gap)
+				break
+			}
+		}
+		all = append(all, ts...)
+	}
+	slices.SortFunc(all, time.Time.Compare)
+	most := 0
+	for lo, hi := 0, 0; hi < len(all); hi++ {
+		for all[hi].Sub(all[lo]) > 40*time.Millisecond {
+			lo++
+		}
+		most = max(most, hi-lo+1)
+	}
+	if most > n/2 {
+		t.Errorf("%d of %d viewers took a snapshot within 40 ms; want the audience served in turns", most, n)
+	}
+	if fewGot.IsZero() || fewGot.Sub(changedAt) > 250*time.Millisecond {
+		t.Errorf("a window with one viewer got its snapshot %s after a change, want within the coalescing gap", fewGot.Sub(changedAt))
 	}
 }

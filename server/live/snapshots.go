@@ -47,7 +47,21 @@ func (s *snapshots) takeDirty() map[Window]struct{} {
 // instance to spend at most fanoutBudget frames a second on them: snapshotCoalesce
 // up to 1,000 viewers, 500 ms for 10,000.
 func spacing(n int) time.Duration {
-	return max(snapshotCoalesce, time.Duration(n)*time.Second/fanoutBudget)
+	return snapshotSpacing(n, 0)
+}
+
+// writeUnit is what one write to a socket carries: a frame larger than the
+// connection's 4 KB write buffer costs a write per 4 KB.
+const writeUnit = 4 << 10
+
+// snapshotSpacing is spacing for snapshots of size bytes: a large snapshot counts
+// as a frame per writeUnit it fills, so a window with many entries and a large
+// audience gets its change-driven snapshots less often. Its viewers lose nothing:
+// each decision says what changed as it happens, and every viewer still gets a
+// snapshot every second.
+func snapshotSpacing(n, size int) time.Duration {
+	frames := time.Duration(n) * time.Duration(1+size/writeUnit)
+	return max(snapshotCoalesce, frames*time.Second/fanoutBudget)
 }
 
 // due reports whether something last sent at last may go again at now, gap apart;
@@ -67,6 +81,71 @@ const (
 	snapshotTimeout = time.Second
 )
 
+// A window with a large audience takes its snapshots in turns, once a second
+// each: its viewers fall in groups of about groupViewers, and each 50 ms round
+// serves one group, so no round writes a snapshot to every viewer at once and
+// a decision that arrives meanwhile waits behind a few hundred writes, not
+// thousands. Changes reach these viewers in their decisions as they happen;
+// the snapshot that follows is the next one their group is sent. Up to
+// turnsFrom viewers a window gets its change-driven snapshots as well.
+const (
+	turnsFrom    = 1000
+	groupViewers = 250
+	maxGroups    = int(snapshotEvery / snapshotCoalesce)
+)
+
+// groups is how many groups n viewers of one window form: 1 up to turnsFrom.
+func groups(n int) int {
+	if n <= turnsFrom {
+		return 1
+	}
+	return min(maxGroups, (n+groupViewers-1)/groupViewers)
+}
+
+// turns is a large window's snapshot state: which group is next and when each
+// group's last snapshot went out.
+type turns struct {
+	of   int // the number of groups these turns are for
+	next int
+	last [maxGroups]time.Time
+}
+
+// regroup returns turns for g groups that continue old (nil when the window
+// was small, sent being its last snapshot, zero if it had none): each new
+// group counts from the oldest snapshot any viewer may have had, so regrouping
+// while a crowd arrives never leaves a viewer more than a second without one.
+func regroup(old *turns, g int, now, sent time.Time) *turns {
+	oldest := now
+	if old != nil {
+		for _, at := range old.last[:old.of] {
+			oldest = minTime(oldest, at)
+		}
+	} else if !sent.IsZero() {
+		oldest = minTime(oldest, sent)
+	}
+	tw := &turns{of: g}
+	for i := range g {
+		tw.last[i] = oldest
+	}
+	return tw
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// snapshotDue is one snapshot to publish: to a window's viewers, or to one
+// group of them (group of groups; groups 1 is everyone).
+type snapshotDue struct {
+	w             Window
+	group, groups int
+	periodic      bool
+	at            time.Time // when it was due
+}
+
 // snapshotLoop sends each watched window's snapshot when it is due. Every
 // window keeps a phase of its own within the second, so thousands of windows
 // are read a few at a time all through the second, never all in one burst
@@ -75,9 +154,9 @@ func (v *View) snapshotLoop(ctx context.Context) {
 	t := time.NewTicker(snapshotCoalesce)
 	defer t.Stop()
 	sent := map[Window]time.Time{} // when each window's last snapshot was due
-	var ready []Window             // the windows due this round
-	var at []time.Time             // and when each was due
-	var periodic []bool            // and whether it was its periodic snapshot
+	size := map[Window]int{}       // and how large it was
+	large := map[Window]*turns{}   // the windows whose viewers take turns
+	var ready []snapshotDue
 	for {
 		select {
 		case <-ctx.Done():
@@ -87,40 +166,74 @@ func (v *View) snapshotLoop(ctx context.Context) {
 		now := time.Now()
 		dirty := v.snapshots.takeDirty()
 		watched := v.hub.Topics()
-		ready, at, periodic = ready[:0], at[:0], periodic[:0]
+		ready = ready[:0]
 		for _, w := range watched {
+			n := v.hub.Count(w)
+			if g := groups(n); g > 1 {
+				tw := large[w]
+				if tw == nil || tw.of != g { // the audience grew or shrank: regroup
+					tw = regroup(tw, g, now, sent[w])
+					large[w] = tw
+					delete(sent, w)
+				}
+				i := tw.next
+				tw.next = (i + 1) % g
+				// Sent when waiting for the group's next turn would leave its
+				// viewers more than a second without a snapshot.
+				if now.Add(time.Duration(g)*snapshotCoalesce).Sub(tw.last[i]) > snapshotEvery+snapshotCoalesce/2 {
+					ready = append(ready, snapshotDue{w: w, group: i, groups: g, periodic: true, at: now})
+				}
+				continue
+			}
+			delete(large, w)
+			_, changed := dirty[w]
 			last, seen := sent[w]
 			if !seen { // its viewers got one on connect; the next comes within a second
 				last = now.Add(-phase(w))
 				sent[w] = last
 			}
-			_, changed := dirty[w]
 			switch {
 			case due(now, last, snapshotEvery):
 				next := last.Add(snapshotEvery)
 				for now.Sub(next) >= snapshotEvery { // missed rounds are skipped, the phase kept
 					next = next.Add(snapshotEvery)
 				}
-				ready, at, periodic = append(ready, w), append(at, next), append(periodic, true)
-			case changed && due(now, last, min(spacing(v.hub.Count(w)), snapshotEvery)):
-				ready, at, periodic = append(ready, w), append(at, now), append(periodic, false)
+				ready = append(ready, snapshotDue{w: w, groups: 1, periodic: true, at: next})
+			case changed && due(now, last, min(snapshotSpacing(n, size[w]), snapshotEvery)):
+				ready = append(ready, snapshotDue{w: w, groups: 1, at: now})
 			case changed:
 				v.snapshots.markDirty(w) // not yet: keep it for a later round
 			}
 		}
-		for i, ok := range v.publishSnapshots(ctx, ready, periodic) {
-			if ok {
-				sent[ready[i]] = at[i]
-			} else if _, changed := dirty[ready[i]]; changed {
-				v.snapshots.markDirty(ready[i]) // Redis failed: try again next round
-			}
+		for i, n := range v.publishSnapshots(ctx, ready) {
+			d := ready[i]
+			switch {
+			case n >= 0 && d.groups > 1:
+				large[d.w].last[d.group] = d.at
+			case n >= 0:
+				sent[d.w], size[d.w] = d.at, n
+			case d.groups == 1:
+				if _, changed := dirty[d.w]; changed {
+					v.snapshots.markDirty(d.w) // Redis failed: try again next round
+				}
+			} // a group whose read failed is overdue at its next turn
 		}
-		if len(sent) > len(watched) { // forget windows nobody watches any more
+		if len(sent)+len(large) > len(watched) { // forget windows nobody watches any more
 			keep := make(map[Window]time.Time, len(watched))
+			keepLarge := map[Window]*turns{}
 			for _, w := range watched {
-				keep[w] = sent[w]
+				if tw, ok := large[w]; ok {
+					keepLarge[w] = tw
+				} else if at, ok := sent[w]; ok {
+					keep[w] = at
+				}
 			}
-			sent = keep
+			sent, large = keep, keepLarge
+			for w := range size {
+				if _, ok := keep[w]; !ok {
+					delete(size, w)
+				}
+			}
 		}
 	}
 }
@@ -135,13 +248,20 @@ func phase(w Window) time.Duration {
 	return time.Duration(h.Sum32()) % snapshotEvery
 }
 
-// publishSnapshots reads the windows ws, in batches, and publishes each
-// one's snapshot to its viewers, a periodic one with the tick it carries
-// (clock.ride); it reports which were read. Once a batch fails the rest are
-// left for a later round: while Redis is down, a round costs a few timed-out
-// reads, not one per window.
-func (v *View) publishSnapshots(ctx context.Context, ws []Window, periodic []bool) []bool {
-	done := make([]bool, len(ws))
+// publishSnapshots reads the windows of ds, in batches, and publishes each one's snapshot to its viewers
+// (or the group due), a periodic one with the tick it carries (clock.ride); it
+// reports each one's size, or -1 for those it could not read. Once a batch
+// fails the rest are left for a later round: while Redis is down, a round
+// costs a few timed-out reads, not one per window.
+func (v *View) publishSnapshots(ctx context.Context, ds []snapshotDue) []int {
+	sizes := make([]int, len(ds))
+	for i := range sizes {
+		sizes[i] = -1 // until read
+	}
+	ws := make([]Window, len(ds))
+	for i, d := range ds {
+		ws[i] = d.w
+	}
 	var next atomic.Int64
 	var failed atomic.Bool
 	var wg sync.WaitGroup
@@ -155,23 +275,22 @@ func (v *View) publishSnapshots(ctx context.Context, ws []Window, periodic []boo
 				msgs, errs := v.readSnapshots(bctx, ws[lo:hi])
 				cancel()
 				for i, err := range errs {
-					w := ws[lo+i]
+					d := ds[lo+i]
 					var states [2]hub.State
 					n := 0
-					if tick := v.clock.ride.Load(); tick != nil && periodic[lo+i] {
+					if tick := v.clock.ride.Load(); tick != nil && d.periodic {
 						states[n], n = hub.State{Kind: kindTick, Msg: *tick}, n+1
 					}
 					switch {
 					case err == nil:
 						states[n], n = hub.State{Kind: kindSnapshot, Msg: msgs[i]}, n+1
-						v.hub.PublishStates(w, states[:n]...)
 					case errors.Is(err, errUnknownPolicy): // a lab, or a policy a reload removed: the tick alone
-						v.hub.PublishStates(w, states[:n]...)
 					default:
 						failed.Store(true)
 						continue
 					}
-					done[lo+i] = true
+					v.hub.PublishStatesShare(d.w, uint64(d.groups), uint64(d.group), states[:n]...)
+					sizes[lo+i] = len(msgs[i])
 				}
 			}
 		})
@@ -180,7 +299,7 @@ func (v *View) publishSnapshots(ctx context.Context, ws []Window, periodic []boo
 	if len(ws) > 0 {
 		v.snapshotsFailing.Store(failed.Load())
 	}
-	return done
+	return sizes
 }
 
 // errUnknownPolicy is a snapshot's error for a window whose policy no longer

@@ -187,9 +187,19 @@ func (h *Hub[T]) PublishLatest(topic T, k Kind, msg []byte) {
 // PublishStates is PublishLatest of several states at once: a subscriber is woken
 // once for all of them and takes them together, in one frame.
 func (h *Hub[T]) PublishStates(topic T, states ...State) {
+	h.PublishStatesShare(topic, 1, 0, states...)
+}
+
+// PublishStatesShare is PublishStates to one subscriber of topic in every `every`:
+// those numbered phase modulo every. Called with phase 0, 1, 2… it reaches each
+// subscriber once per `every` calls, so a large audience can take a state in
+// turns instead of all at once. every below 2 means everyone.
+func (h *Hub[T]) PublishStatesShare(topic T, every, phase uint64, states ...State) {
 	if len(states) == 0 {
 		return
 	}
+	every = max(every, 1)
+	phase %= every
 	h.mu.Lock()
 	subs := h.topics[topic]
 	if len(subs) == 0 {
@@ -199,7 +209,7 @@ func (h *Hub[T]) PublishStates(topic T, states ...State) {
 	now := h.clock()
 	dropped := false
 	for s := range subs {
-		if !s.offer(states, now) {
+		if s.seq%every == phase && !s.offer(states, now) {
 			h.drop(topic, subs, s)
 			dropped = true
 		}

@@ -508,6 +508,36 @@ func TestBroadcastLatestShareReachesEachInTurn(t *testing.T) {
 	}
 }
 
+func TestPublishStatesShareReachesEachOfTheTopicInTurn(t *testing.T) {
+	h := hub.New[string]()
+	subs := make([]*sub, 8)
+	for i := range subs {
+		subs[i] = h.Subscribe("crowd")
+	}
+	other := h.Subscribe("other")
+	got := make([]int, len(subs))
+	for phase := range uint64(8) { // two full turns of four
+		h.PublishStatesShare("crowd", 4, phase, hub.State{Kind: tick, Msg: []byte("snap")})
+		n := 0
+		for i, s := range subs {
+			k := len(take(s))
+			got[i] += k
+			n += k
+		}
+		if n != 2 {
+			t.Errorf("call %d reached %d of 8 subscribers with every=4, want 2", phase, n)
+		}
+	}
+	for i, n := range got {
+		if n != 2 {
+			t.Errorf("subscriber %d got %d states in 8 calls with every=4, want 2", i, n)
+		}
+	}
+	if n := len(take(other)); n != 0 {
+		t.Errorf("a subscriber of another topic got %d states", n)
+	}
+}
+
 // Publishing to a crowd that keeps up allocates nothing per subscriber: the queue
 // keeps its slots between bursts.
 func TestPublishDoesNotAllocate(t *testing.T) {
