@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/internal/redisdata"
 )
@@ -16,11 +15,11 @@ import (
 var (
 	//go:embed check.lua
 	checkSrc    string
-	checkScript = redis.NewScript(checkSrc)
+	checkScript = newScript(checkSrc)
 
 	//go:embed window.lua
 	windowSrc    string
-	windowScript = redis.NewScript(windowSrc)
+	windowScript = newScript(windowSrc)
 )
 
 // Log is the sliding-window log (SPEC §2): one sorted-set entry per allowed

@@ -18,7 +18,7 @@ var stateSrc string
 
 // newStateScript is an algorithm's script: state.lua, which reads the clock
 // and runs the rules, followed by the algorithm's own file.
-func newStateScript(src string) *redis.Script { return redis.NewScript(stateSrc + "\n" + src) }
+func newStateScript(src string) *redis.Script { return newScript(stateSrc + "\n" + src) }
 
 // stateValues is how many numbers the state scripts return per rule: used,
 // resetMs, retryMs, retry1Ms and three of the algorithm's own.

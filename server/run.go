@@ -38,6 +38,8 @@ const (
 	readTimeout       = 15 * time.Second
 	idleTimeout       = 30 * time.Second
 	shutdownTimeout   = 10 * time.Second
+	// warmTimeout bounds loading the limiter's scripts at start-up.
+	warmTimeout = 5 * time.Second
 )
 
 // Run is the whole program: main calls it with the process's arguments
@@ -80,6 +82,18 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	lim := limiter.New(rdb, limiter.WithDenyCache(cfg.DenyCacheSize), limiter.WithDurableReplicas(cfg.DurableReplicas))
 	m.countLocalDenials(lim)
+	// Scripts loaded and connections open before the first checks, which
+	// would otherwise each be sent twice; a Redis not up yet is warmed by
+	// the checks themselves.
+	warmCtx, stopWarm := context.WithTimeout(ctx, warmTimeout)
+	warmDone := make(chan struct{})
+	go func() {
+		if err := lim.Warm(warmCtx); err != nil {
+			log.Debug("could not load the limiter's scripts at start-up; checks will", "err", err)
+		}
+		close(warmDone)
+	}()
+	defer func() { stopWarm(); <-warmDone }() // before Redis closes
 	store.onChange = lim.Forget
 	// The deny cache serves only while it follows resets from every instance.
 	cacheCtx, stopCache := context.WithCancel(context.Background())
