@@ -200,8 +200,8 @@ func TestPeriodicSnapshotsCarryTheTick(t *testing.T) {
 	}
 }
 
-// TestLargeAudiencesTakeSnapshotsInTurns: 2,000 viewers of one window (more
-// than turnsFrom) get their snapshots a group at a time, never all in one
+// TestLargeAudiencesTakeSnapshotsInTurns: 2,000 viewers of one window (eight
+// groups) get their snapshots a group at a time, never all in one
 // round, and each viewer still gets one at least every second; a window with
 // a few viewers still gets one soon after each change.
 func TestLargeAudiencesTakeSnapshotsInTurns(t *testing.T) {

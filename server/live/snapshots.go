@@ -86,20 +86,16 @@ const (
 // serves one group, so no round writes a snapshot to every viewer at once and
 // a decision that arrives meanwhile waits behind a few hundred writes, not
 // thousands. Changes reach these viewers in their decisions as they happen;
-// the snapshot that follows is the next one their group is sent. Up to
-// turnsFrom viewers a window gets its change-driven snapshots as well.
+// the snapshot that follows is the next one their group is sent. A window of
+// up to groupViewers viewers (one group) gets its change-driven snapshots.
 const (
-	turnsFrom    = 1000
 	groupViewers = 250
 	maxGroups    = int(snapshotEvery / snapshotCoalesce)
 )
 
-// groups is how many groups n viewers of one window form: 1 up to turnsFrom.
+// groups is how many groups n viewers of one window form: 1 up to groupViewers.
 func groups(n int) int {
-	if n <= turnsFrom {
-		return 1
-	}
-	return min(maxGroups, (n+groupViewers-1)/groupViewers)
+	return min(maxGroups, max(1, (n+groupViewers-1)/groupViewers))
 }
 
 // turns is a large window's snapshot state: which group is next and when each
