@@ -299,7 +299,11 @@ func TestFramesStopped(t *testing.T) {
 	if domAfter != dom {
 		t.Errorf("the DOM went from %d to %d elements while no frame ran: messages wrote to it", dom, domAfter)
 	}
-	if grew := heapAfter - heap; grew > 300e3 {
+	// Bounded means it holds at most the latest states: a parsed snapshot of
+	// 1,000 entries is ~0.3 MB, and the heap reads 1.27 or 1.56 MB by whether
+	// one is held at that moment. Keeping the 6,400 decisions of these 8 s
+	// instead would take well over 1 MB.
+	if grew := heapAfter - heap; grew > 600e3 {
 		t.Errorf("the JS heap grew by %.1f MB while no frame ran, want a bounded state", grew/1e6)
 	}
 

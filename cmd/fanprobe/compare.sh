@@ -6,13 +6,13 @@
 #   bash cmd/fanprobe/compare.sh                       # 2,000 viewers, 200 checks a round
 #   RUNS=1 bash cmd/fanprobe/compare.sh --viewers 1000 --checks 100
 #
-# Needs redis-server on PATH. Measure on a quiet machine.
+# Needs redis-server, curl and python3 (for free ports) on PATH. Measure on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/ratescope" . && go build -o "$bin/fanprobe" ./cmd/fanprobe
-command -v redis-server >/dev/null || { echo "compare.sh: redis-server is not on PATH" >&2; exit 1; }
+for c in redis-server curl python3; do command -v $c >/dev/null || { echo "compare.sh: $c is not on PATH" >&2; exit 1; }; done
 free() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
 cpu() { awk '{print ($14+$15)/100}' "/proc/$1/stat"; }
 args=("$@")
