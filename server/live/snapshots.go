@@ -153,6 +153,7 @@ func (v *View) snapshotLoop(ctx context.Context) {
 	size := map[Window]int{}       // and how large it was
 	large := map[Window]*turns{}   // the windows whose viewers take turns
 	var ready []snapshotDue
+	var watched []hub.Audience[Window]
 	for {
 		select {
 		case <-ctx.Done():
@@ -161,10 +162,10 @@ func (v *View) snapshotLoop(ctx context.Context) {
 		}
 		now := time.Now()
 		dirty := v.snapshots.takeDirty()
-		watched := v.hub.Topics()
+		watched = v.hub.Audiences(watched[:0])
 		ready = ready[:0]
-		for _, w := range watched {
-			n := v.hub.Count(w)
+		for _, a := range watched {
+			w, n := a.Topic, a.Count
 			if g := groups(n); g > 1 {
 				tw := large[w]
 				if tw == nil || tw.of != g { // the audience grew or shrank: regroup
@@ -217,7 +218,8 @@ func (v *View) snapshotLoop(ctx context.Context) {
 		if len(sent)+len(large) > len(watched) { // forget windows nobody watches any more
 			keep := make(map[Window]time.Time, len(watched))
 			keepLarge := map[Window]*turns{}
-			for _, w := range watched {
+			for _, a := range watched {
+				w := a.Topic
 				if tw, ok := large[w]; ok {
 					keepLarge[w] = tw
 				} else if at, ok := sent[w]; ok {

@@ -311,6 +311,24 @@ func (h *Hub[T]) Topics() []T {
 	return out
 }
 
+// Audience is a topic and its number of subscribers.
+type Audience[T comparable] struct {
+	Topic T
+	Count int
+}
+
+// Audiences appends every topic with at least one subscriber, and its count,
+// to dst and returns it: one lock for what Topics and a Count per topic would
+// take one each for.
+func (h *Hub[T]) Audiences(dst []Audience[T]) []Audience[T] {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for topic, subs := range h.topics {
+		dst = append(dst, Audience[T]{topic, len(subs)})
+	}
+	return dst
+}
+
 // Total returns the number of subscribers across all topics.
 func (h *Hub[T]) Total() int {
 	h.mu.Lock()

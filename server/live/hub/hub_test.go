@@ -508,6 +508,21 @@ func TestBroadcastLatestShareReachesEachInTurn(t *testing.T) {
 	}
 }
 
+func TestAudiencesCountEachWatchedTopic(t *testing.T) {
+	h := hub.New[string]()
+	a1, a2, b := h.Subscribe("a"), h.Subscribe("a"), h.Subscribe("b")
+	b.Close()
+	got := h.Audiences(nil)
+	if len(got) != 1 || got[0].Topic != "a" || got[0].Count != 2 {
+		t.Errorf("audiences %v, want only a with 2", got)
+	}
+	a1.Close()
+	a2.Close()
+	if got := h.Audiences(got[:0]); len(got) != 0 {
+		t.Errorf("audiences %v after everyone left, want none", got)
+	}
+}
+
 func TestPublishStatesShareReachesEachOfTheTopicInTurn(t *testing.T) {
 	h := hub.New[string]()
 	subs := make([]*sub, 8)
