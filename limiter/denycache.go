@@ -33,10 +33,16 @@ func WithDenyCache(size int) Option {
 	}
 }
 
-// denyCache is the local deny cache (SPEC §9): after a denial that left some
-// rule without room even for a request of cost 1, it answers that (key,
-// policy) itself until the first moment one could fit — measured from when
-// the denied check was sent, so it never outlives the true retry time.
+// denyCache is the local deny cache: after a denial that left some rule
+// without room even for a request of cost 1, it answers that (key, policy)
+// itself until the first moment one could fit.
+//
+// Redis ran the denied check at some moment between when it was sent and
+// when its answer was received, so the cache keeps two clocks. Its entry
+// expires measured from the send: it never outlives the true retry time, and
+// the first request after it goes to Redis. The times it reports are
+// measured from the receipt: never shorter than the truth, so a client that
+// waits exactly what it was told is never denied by the same window.
 //
 // Why that is exact: while any rule of a policy has no room for cost 1, every
 // request on that (key, policy) is denied, so nothing is written and every
@@ -75,8 +81,10 @@ type denyEntry struct {
 	rules     []Rule
 	algorithm Algorithm
 	shadow    bool
-	// sentNs is when the denied check was sent, on the cache's clock.
-	sentNs int64
+	// sentNs is when the denied check was sent and recvNs when its answer
+	// was received, on the cache's clock: the entry expires counted from the
+	// first, and what it reports counts from the second.
+	sentNs, recvNs int64
 	// retry1 is, per rule, the wait after d.NowMs until a request of cost 1
 	// fits; until1 is the largest.
 	retry1 []int64
@@ -146,13 +154,16 @@ func (c *denyCache) lookup(k cacheKey, p Policy, cost int, nowNs int64) (Decisio
 		return Decision{}, t, false
 	}
 	// Redis ran the denied check after it was sent, so the time since then,
-	// rounded up, is at least as long as Redis's clock has moved since.
-	elapsed := (nowNs - e.sentNs + int64(time.Millisecond) - 1) / int64(time.Millisecond)
-	if e.until1-elapsed <= 0 {
+	// rounded up, is at least as long as Redis's clock has moved since: the
+	// entry ends no later than the true retry.
+	sinceSent := (nowNs - e.sentNs + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+	if e.until1-sinceSent <= 0 {
 		s.remove(e)
 		return Decision{}, t, false
 	}
-	d, ok := e.answer(cost, elapsed)
+	// It ran before its answer was received, so the time since then, rounded
+	// down, is at most as long: the wait reported is never too short.
+	d, ok := e.answer(cost, max(0, (nowNs-e.recvNs)/int64(time.Millisecond)))
 	if !ok {
 		return Decision{}, t, false
 	}
@@ -161,10 +172,10 @@ func (c *denyCache) lookup(k cacheKey, p Policy, cost int, nowNs int64) (Decisio
 	return d, t, true
 }
 
-// store keeps a denial of Redis's whose check was sent at sentNs, when some
-// rule had no room even for cost 1 and nothing invalidated the shard since
-// the ticket was taken.
-func (c *denyCache) store(t ticket, k cacheKey, p Policy, d Decision, retry1 []int64, sentNs int64) {
+// store keeps a denial of Redis's whose check was sent at sentNs and
+// answered at recvNs, when some rule had no room even for cost 1 and nothing
+// invalidated the shard since the ticket was taken.
+func (c *denyCache) store(t ticket, k cacheKey, p Policy, d Decision, retry1 []int64, sentNs, recvNs int64) {
 	if d.Allowed || len(retry1) == 0 || !c.serving.Load() {
 		return
 	}
@@ -187,7 +198,7 @@ func (c *denyCache) store(t ticket, k cacheKey, p Policy, d Decision, retry1 []i
 	d.Rules = slices.Clone(d.Rules)
 	e := &denyEntry{
 		k: k, rules: slices.Clone(p.Rules), algorithm: p.AlgorithmName(), shadow: p.Shadow,
-		sentNs: sentNs, retry1: retry1, until1: until1, d: d,
+		sentNs: sentNs, recvNs: recvNs, retry1: retry1, until1: until1, d: d,
 	}
 	s.m[k] = e
 	s.pushFront(e)
@@ -260,7 +271,7 @@ func (e *denyEntry) sameDefinition(p Policy) bool {
 }
 
 // answer is the entry's denial for a request of cost, elapsed ms after the
-// denied check was sent; ok is false for a cost whose retry it does not know.
+// denial was received; ok is false for a cost whose retry it does not know.
 // Times move on by elapsed and stop at 0; counts stay as Redis reported them.
 func (e *denyEntry) answer(cost int, elapsed int64) (Decision, bool) {
 	if cost != 1 && cost != e.d.Cost {

@@ -122,12 +122,16 @@ type Decision struct {
 	// nothing recorded (no ID; counts without the request's cost).
 	Peek bool
 	// Cached marks a denial answered by the local deny cache, with no Redis
-	// round trip: Allowed is false and RetryAfterMs is exact, counted from
-	// when the denial it repeats was sent to Redis, so it is never longer
-	// than Redis would say (and shorter by at most that check's round trip).
-	// NowMs is Redis's clock estimated the same way; each rule's RetryMs and
-	// ResetMs have moved on by the time elapsed (never below 0), while Count,
-	// Remaining and OldestMs are as Redis reported them in that denial.
+	// round trip: Allowed is false and RetryAfterMs counts down from the
+	// denial it repeats, from when that answer was received. Redis ran that
+	// check before, so the wait is never shorter than Redis would say now
+	// (and longer by at most that check's round trip): waiting it out, the
+	// request is allowed unless others took the room. NowMs is Redis's clock
+	// estimated the same way, so NowMs + RetryAfterMs is Redis's deadline;
+	// each rule's RetryMs and ResetMs have moved on by the time elapsed
+	// (never below 0), while Count, Remaining and OldestMs are as Redis
+	// reported them in that denial. The cache stops answering, counted from
+	// when the denied check was sent, no later than the true deadline.
 	Cached bool
 }
 
@@ -240,7 +244,7 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 	}
 	d.Shadow = p.Shadow
 	if cache != nil && !d.Allowed {
-		cache.store(t, k, p, d, retry1, sent)
+		cache.store(t, k, p, d, retry1, sent, cache.now())
 	}
 	return d, nil
 }

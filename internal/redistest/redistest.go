@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -135,6 +136,19 @@ func (s *Server) Pause() {
 	s.t.Helper()
 	if err := s.p.Pause(); err != nil {
 		s.t.Fatal(err)
+	}
+}
+
+// Stall makes the server hold every client's commands for d (CLIENT PAUSE
+// … ALL): the command returns at once, and whatever is sent next runs d
+// late — so an answer computed from when a command was sent, rather than
+// when Redis ran it, shows its error.
+func (s *Server) Stall(d time.Duration) {
+	s.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	if err := c.Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err(); err != nil {
+		s.t.Fatalf("failed to stall Redis: %v", err)
 	}
 }
 
