@@ -30,8 +30,8 @@ type waitAnswer struct {
 	allowed   bool
 	cached    bool
 	remaining int64
-	retry   time.Duration // what the client is told to wait
-	got     time.Time     // when the client had the answer
+	retry     time.Duration // what the client is told to wait
+	got       time.Time     // when the client had the answer
 }
 
 // TestWaitingOutEveryAnswerIsAllowed is a client that does what every
