@@ -23,6 +23,15 @@ const dialTimeout = time.Second
 // parameters or --redis-cluster is set, else a single-node client. It does not wait for
 // Redis: an unreachable Redis is reported by /readyz and the fail mode.
 func connectRedis(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
+	rdb, release, err := connectRedisURL(cfg, log)
+	if err != nil {
+		// Parsers quote the URL they refuse, password and all.
+		return nil, nil, redact(err, urlSecrets(cfg.RedisURL))
+	}
+	return rdb, release, nil
+}
+
+func connectRedisURL(cfg Config, log *slog.Logger) (redis.UniversalClient, func(), error) {
 	quietRedisLogs.Do(func() { redis.SetLogger(redisLogger{}) })
 	release := func() {} // what goes with the client: the embedded Redis, the Sentinel guard
 	rawURL := cfg.RedisURL
