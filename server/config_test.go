@@ -198,6 +198,9 @@ func TestConfigFileErrors(t *testing.T) {
 		{"bad method", "routes:\n  - policy: demo\n    match: {methods: [\"GE T\"]}\n", nil, "routes[0].match.methods[0]"},
 		{"envoy without domain", "envoy:\n  - descriptors: [{keys: [remote_address], policy: demo}]\n", nil, "envoy[0].domain"},
 		{"envoy unknown policy", "envoy:\n  - domain: edge\n    descriptors:\n      - keys: [remote_address]\n        policy: nope\n", nil, "envoy[0].descriptors[0].policy (line 5)"},
+		{"envoy keys beyond a call's", "envoy:\n  - domain: edge\n    descriptors:\n      - {keys: [" + strings.Repeat("k,", 32) + "k], policy: demo}\n", nil, "envoy[0].descriptors[0].keys (line 4): 33 keys: at most 32"},
+		{"envoy key beyond a call's", "envoy:\n  - domain: edge\n    descriptors:\n      - {keys: [" + strings.Repeat("k", 257) + "], policy: demo}\n", nil, "envoy[0].descriptors[0].keys (line 4): a key of more than 256 bytes"},
+		{"envoy domain beyond a call's", "envoy:\n  - domain: " + strings.Repeat("d", 257) + "\n    descriptors: [{keys: [a], policy: demo}]\n", nil, "envoy[0].domain (line 2): 257 bytes: at most 256"},
 		{"envoy keys twice", "envoy:\n  - domain: edge\n    descriptors:\n      - {keys: [a], policy: demo}\n      - {keys: [a], policy: demo}\n", nil, "envoy[0].descriptors[1].keys"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

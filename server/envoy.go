@@ -80,7 +80,7 @@ func (e *envoyService) register(checker *httplimit.Checker, store *configStore, 
 		Prepare:        func(p limiter.Policy) *httplimit.Policy { return httplimit.Prepare(p, m.policyCounters(p.Name)) },
 		Compat:         compat,
 		Shadow:         cfg.EnvoyShadow,
-		Stats:          m.countEnvoyHits,
+		Stats:          m.envoyStats.count,
 		NearLimitRatio: cfg.EnvoyNearLimitRatio,
 		Log:            log,
 	}))

@@ -114,9 +114,11 @@ func TestEnvoyFilesAnswers(t *testing.T) {
 	}
 	expect(t, "the replacing limit", resp, 1, codeOK, domain+".plan_premium.user", 5, hour, 4, false)
 	expect(t, "the replaced limit alone", c.call(desc("tenant=t2", "user=u")), 0, codeOK, domain+".tenant.user", 2, hour, 1, false)
-	// Limit overrides: the override's rule on the matched limit's window.
-	expect(t, "override", c.call(override(10, minute, desc("user=h"))), 0, codeOK, user, 10, minute, 9, false)
+	// Limit overrides: the override's rule on the matched limit's window
+	// when it has the limit's unit, else on its own, named for the limit.
+	expect(t, "override", c.call(override(10, minute, desc("user=h"))), 0, codeOK, user+"/60", 10, minute, 9, false)
 	expect(t, "override on a full window", c.call(override(10, hour, desc("user=a"))), 0, codeOK, user, 10, hour, 6, false)
+	expect(t, "override on no limit", c.call(override(10, hour, desc("nobody=a"))), 0, codeOK, domain+"/3600", 10, hour, 9, false)
 	// Quota descriptors.
 	expect(t, "quota", c.call(desc("quota=q1")), 0, codeOK, domain+".quota", 1, hour, 0, false)
 	if resp := c.call(desc("quota=q1"), desc("quota=q2")); resp.GetOverallCode() != codeOK || resp.GetStatuses()[0].GetCode() != codeOver {

@@ -9,7 +9,6 @@ import (
 	"github.com/ratescope/ratescope/internal/buildinfo"
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live"
-	"github.com/ratescope/ratescope/server/rls"
 )
 
 // metrics are registered on a registry of the server's own, so several
@@ -37,6 +36,7 @@ type metrics struct {
 	httpDuration     *prometheus.HistogramVec
 	grpcRequests     *prometheus.CounterVec
 	envoyHits        *prometheus.CounterVec
+	envoyStats       *envoyStats // counts envoyHits
 }
 
 // redisOps are the operations ratescope_redis_errors_total counts, each at
@@ -135,8 +135,9 @@ func newMetrics() *metrics {
 	}, []string{"method", "code"})
 	m.envoyHits = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "ratescope_envoy_hits_total",
-		Help: "Hits on the limits of envoyproxy/ratelimit's config files, as it counts them, by its statistics key (the limit's name, with values where detailed_metric or value_to_metric ask) and stat: total_hits, over_limit, near_limit, within_limit, shadow_mode.",
+		Help: "Hits on the limits of envoyproxy/ratelimit's config files, as it counts them, by its statistics key (the limit's name, with values where detailed_metric or value_to_metric ask: per limit the 100 most recently counted, the hits of others under the limit's name) and stat: total_hits, over_limit, near_limit, within_limit, shadow_mode.",
 	}, []string{"key", "stat"})
+	m.envoyStats = newEnvoyStats(m.envoyHits, envoyStatKeysPerLimit)
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ratescope_build_info",
@@ -185,15 +186,4 @@ func (m *metrics) countLocalDenials(lim *limiter.Limiter) {
 		Name: "ratescope_local_denials_total",
 		Help: "Checks denied by the local deny cache without a Redis round trip.",
 	}, func() float64 { return float64(lim.DenyCacheStats().Denials) }))
-}
-
-// countEnvoyHits adds what one descriptor of envoyproxy/ratelimit's files
-// added to its statistics.
-func (m *metrics) countEnvoyHits(key string, h rls.Hits) {
-	m.envoyHits.WithLabelValues(key, "total_hits").Add(float64(h.Total))
-	for stat, n := range map[string]uint64{"over_limit": h.OverLimit, "near_limit": h.NearLimit, "within_limit": h.WithinLimit, "shadow_mode": h.ShadowMode} {
-		if n > 0 {
-			m.envoyHits.WithLabelValues(key, stat).Add(float64(n))
-		}
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/envoyconf"
+	"github.com/ratescope/ratescope/server/rls"
 )
 
 // settings is the configuration in force: what flags, environment and the
@@ -216,6 +217,8 @@ func buildEnvoy(file *parsedFile, s *settings) ([]envoyDomain, error) {
 			errs = append(errs, file.fieldErr(path+".domain", "domain %q appears twice", fe.Domain))
 		case len(fe.Descriptors) == 0:
 			errs = append(errs, file.fieldErr(path+".descriptors", "at least one descriptor is required"))
+		case len(fe.Domain) > rls.MaxNameLen: // no call for it is taken
+			errs = append(errs, file.fieldErr(path+".domain", "%d bytes: at most %d", len(fe.Domain), rls.MaxNameLen))
 		}
 		if s.envoyFiles != nil && s.envoyFiles.Has(fe.Domain) {
 			errs = append(errs, file.fieldErr(path+".domain", "domain %q is also the domain of a file of --envoy-config-dir; define it in one place", fe.Domain))
@@ -229,6 +232,10 @@ func buildEnvoy(file *parsedFile, s *settings) ([]envoyDomain, error) {
 				errs = append(errs, file.fieldErr(dpath+".keys", "list the descriptor's entry keys, e.g. [remote_address]"))
 			case slices.ContainsFunc(d.Descriptors, func(o envoyDescriptor) bool { return slices.Equal(o.Keys, fd.Keys) }):
 				errs = append(errs, file.fieldErr(dpath+".keys", "%v is mapped twice in domain %q", fd.Keys, fe.Domain))
+			case len(fd.Keys) > rls.MaxEntries: // no call with so many entries is taken
+				errs = append(errs, file.fieldErr(dpath+".keys", "%d keys: at most %d", len(fd.Keys), rls.MaxEntries))
+			case slices.ContainsFunc(fd.Keys, func(k string) bool { return len(k) > rls.MaxNameLen }):
+				errs = append(errs, file.fieldErr(dpath+".keys", "a key of more than %d bytes", rls.MaxNameLen))
 			}
 			if _, ok := s.policy(fd.Policy); !ok {
 				errs = append(errs, file.fieldErr(dpath+".policy", "unknown policy %q", fd.Policy))

@@ -89,18 +89,22 @@ func JoinKey(joiner byte, values ...string) string {
 		parts[i] = v
 		n += len(v)
 	}
-	for n > limiter.MaxKeyLen {
-		longest := -1
+	// The longest kept values go first, in the list's order among equals.
+	// A kept value longer than a hash is 40-64 bytes, so one pass per length
+	// finds them in that order: linear in the values, where searching for
+	// the longest before each hash was quadratic (a 64,000-value key took
+	// seconds).
+	for l := maxKeyValue; l > hashedLen && n > limiter.MaxKeyLen; l-- {
 		for i, p := range parts {
-			if len(p) > hashedLen && (longest < 0 || len(p) > len(parts[longest])) && keepable(p, joiner) {
-				longest = i
+			if len(p) != l {
+				continue
+			}
+			n -= l - hashedLen
+			parts[i] = hashed(values[i])
+			if n <= limiter.MaxKeyLen {
+				break
 			}
 		}
-		if longest < 0 {
-			break
-		}
-		n -= len(parts[longest]) - hashedLen
-		parts[longest] = hashed(values[longest])
 	}
 	k := strings.Join(parts, string(joiner))
 	if n > limiter.MaxKeyLen {

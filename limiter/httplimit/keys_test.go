@@ -3,8 +3,10 @@ package httplimit_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
@@ -40,6 +42,9 @@ func TestJoinKey(t *testing.T) {
 		// key fits and still names both.
 		{'+', []string{a64, strings.Repeat("b", 64)}, hashOf(t, a64) + "+" + strings.Repeat("b", 64)},
 		{'+', []string{"x", strings.Repeat("b", 62), a64}, "x+" + strings.Repeat("b", 62) + "+" + hashOf(t, a64)},
+		// The longest go first until the key fits: 60, then 50; 45 stays.
+		{'+', []string{strings.Repeat("a", 50), strings.Repeat("b", 60), strings.Repeat("c", 45)},
+			hashOf(t, strings.Repeat("a", 50)) + "+" + hashOf(t, strings.Repeat("b", 60)) + "+" + strings.Repeat("c", 45)},
 	} {
 		got := httplimit.JoinKey(tc.joiner, tc.values...)
 		if got != tc.want {
@@ -61,6 +66,26 @@ func TestJoinKey(t *testing.T) {
 	}
 	if got := httplimit.JoinKey('+', many...); limiter.ValidateKey(got) != nil || len(got) != len("sha256:")+32 {
 		t.Errorf("five 64-byte values: %q, want one hash", got)
+	}
+}
+
+// TestJoinKeyLinear: a key of 100,000 values, each long enough to be
+// hashed one by one while the key does not fit, is built in time linear in
+// them. Searching for the longest value before each hash took seconds for
+// 64,000 (an Envoy descriptor's entries, before their number was bounded);
+// linear, it takes milliseconds: the bound is generous.
+func TestJoinKeyLinear(t *testing.T) {
+	values := make([]string, 100_000)
+	for i := range values {
+		values[i] = fmt.Sprintf("k%06d=%s", i, strings.Repeat("v", 43)) // 50 bytes, kept alone
+	}
+	start := time.Now()
+	got := httplimit.JoinKey(':', values...)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("JoinKey of %d values took %v, want well under 2 s", len(values), took)
+	}
+	if !strings.HasPrefix(got, "sha256:") || len(got) != len("sha256:")+32 {
+		t.Fatalf("JoinKey of %d values = %q, want one hash", len(values), got)
 	}
 }
 

@@ -17,12 +17,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
 // Unit is a rate_limit's unit: SECOND to YEAR.
@@ -154,16 +156,32 @@ func (s *Set) Files() []string { return s.files }
 func (s *Set) Warnings() []string { return s.warnings }
 
 // Override is the policy a descriptor's limit override (requests per unit)
-// is decided by: base, as its limit would be, with its rules replaced by
-// that one — named name. A limit the log cannot hold is decided by fixed
-// windows, as a file's would be. It is false for a unit of no length.
-func Override(base limiter.Policy, name string, requestsPerUnit uint32, unit Unit) (limiter.Policy, bool) {
+// is decided by: base, as the domain's (or the mapping's) limits are
+// decided, with its rules replaced by that one, never a shadow. A limit the
+// log cannot hold is decided by fixed windows, as a file's would be. It is
+// false for a unit of no length.
+//
+// Its name comes from the configuration, never from the request: it is the
+// name of of, the policy the descriptor is decided by without the override
+// (a limit of the files, a mapping's policy, or — where no limit matches —
+// a policy named for the domain alone). An override whose window is of's
+// one window counts on that window, as envoyproxy/ratelimit counts an
+// override of the limit's unit on the limit's counter. Any other window is
+// kept apart, named of's name and the window in seconds (edge.user/60),
+// because one log or fixed counter cannot hold two windows: a shorter one
+// would evict and expire what the longer one still counts. So an override
+// adds at most one name per unit to each configured one, whatever the
+// requests carry.
+func Override(base, of limiter.Policy, requestsPerUnit uint32, unit Unit) (limiter.Policy, bool) {
 	w, ok := UnitLength(unit)
 	if !ok {
 		return limiter.Policy{}, false
 	}
 	p := base
-	p.Name, p.Shadow = name, false
+	p.Name, p.Shadow = of.Name, false
+	if len(of.Rules) != 1 || of.Rules[0].Window != w {
+		p.Name += "/" + strconv.FormatInt(int64(w/time.Second), 10)
+	}
 	p.Rules = []limiter.Rule{{Limit: int(requestsPerUnit), Window: w}}
 	if p.AlgorithmName() == limiter.Log && requestsPerUnit > limiter.MaxLogLimit {
 		p.Algorithm = limiter.Fixed
@@ -195,7 +213,9 @@ type Match struct {
 	Shared []string
 	// StatKey is what envoyproxy/ratelimit names the descriptor's
 	// statistics: the policy's name, or with detailed_metric and
-	// value_to_metric the request's values in it.
+	// value_to_metric the request's values in it (each as statValue keeps
+	// it). Those are as many as the values clients send: whoever makes
+	// metrics of them must bound how many it keeps.
 	StatKey string
 }
 
@@ -267,26 +287,37 @@ func (s *Set) Lookup(domain string, entries []Entry) Match {
 }
 
 // metricValue is the value an entry puts in a value_to_metric statistics
-// key: the request's value where the file asks for it, the wildcard or the
-// file's value where it matched one.
+// key: the request's value where the file asks for it (statValue), the
+// wildcard or the file's value where it matched one.
 func metricValue(e Entry, n *node, wild, shared string, byValue bool) string {
 	switch {
 	case wild != "" && shared != "":
 		return shared
 	case wild != "" && n.valueToMetric:
-		return e.Value
+		return statValue(e.Value)
 	case wild != "":
 		return strings.TrimPrefix(wild, e.Key+"_")
 	case byValue:
-		return e.Value
+		return e.Value // equal to the file's
 	case n.valueToMetric:
-		return e.Value
+		return statValue(e.Value)
 	}
 	return ""
 }
 
+// statValue is a request's value as a statistics key holds it: as the value
+// is in a client key — kept when it is 1-64 bytes of [A-Za-z0-9._@/=+-],
+// else "sha256:" and 32 hex digits (httplimit.JoinKey) — so a value of
+// megabytes never becomes a metric label.
+func statValue(v string) string {
+	if v == "" {
+		return ""
+	}
+	return httplimit.JoinKey(httplimit.JoinColon, v)
+}
+
 // detailedKey is a detailed_metric limit's statistics key: every entry's key
-// and value, a shared entry's pattern in place of its value.
+// and value (statValue), a shared entry's pattern in place of its value.
 func detailedKey(domain string, entries []Entry, shared []string) string {
 	var b strings.Builder
 	b.WriteString(domain)
@@ -299,7 +330,7 @@ func detailedKey(domain string, entries []Entry, shared []string) string {
 			b.WriteString(shared[i])
 		case shared == nil || e.Value != "":
 			b.WriteByte('_')
-			b.WriteString(e.Value)
+			b.WriteString(statValue(e.Value))
 		}
 	}
 	return b.String()

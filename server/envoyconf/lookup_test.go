@@ -4,7 +4,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
@@ -47,6 +51,10 @@ func TestLookup(t *testing.T) {
 		{name: "deeper than the tree", domain: "messaging", entries: "to_number=555,from=1"},
 		{name: "top level", domain: "messaging", entries: "to_number=555", policy: "messaging.to_number", stat: "messaging.to_number"},
 		{name: "value to metric", domain: "messaging", entries: "tenant=acme,user=bob", policy: "messaging.tenant.user", stat: "messaging.tenant_acme.user"},
+		// A request's value stands in a statistics key as in a client key:
+		// over 64 bytes or outside the key alphabet, hashed.
+		{name: "detailed metric, a long value", domain: "edge", entries: "path=/" + strings.Repeat("a", 64), policy: "edge.path", stat: "edge.path_sha256:a0305bf503bbd9ef3f1a06abd9b40eff"},
+		{name: "value to metric, a value of a space", domain: "messaging", entries: "tenant=a b,user=bob", policy: "messaging.tenant.user", stat: "messaging.tenant_sha256:c8687a08aa5d6ed2044328fa6a697ab8.user"},
 		{name: "unknown key", domain: "edge", entries: "user=bob"},
 		{name: "unknown domain", domain: "nope", entries: "remote_address=10.0.0.1"},
 		{name: "no entries", domain: "edge", entries: ""},
@@ -88,5 +96,35 @@ func TestLookupLimitFields(t *testing.T) {
 	m = s.Lookup("messaging", entries("tenant=a,user=b"))
 	if !m.Limit.Policy.Shadow {
 		t.Fatal("shadow_mode not a shadow policy")
+	}
+}
+
+// TestOverrideNames: a limit override is decided under the name of the
+// policy it overrides — shared when its window is that policy's one window,
+// else with the window's seconds — and never of a name the request makes.
+func TestOverrideNames(t *testing.T) {
+	minute := limiter.Policy{Name: "edge.user", Rules: []limiter.Rule{{Limit: 3, Window: time.Minute}}}
+	for _, c := range []struct {
+		what string
+		of   limiter.Policy
+		rpu  uint32
+		unit envoyconf.Unit
+		want string
+		alg  limiter.Algorithm
+	}{
+		{"its window", minute, 10, rlsv3.RateLimitResponse_RateLimit_MINUTE, "edge.user", limiter.Log},
+		{"another window", minute, 10, rlsv3.RateLimitResponse_RateLimit_HOUR, "edge.user/3600", limiter.Log},
+		{"no limit: the domain", limiter.Policy{Name: "edge"}, 10, rlsv3.RateLimitResponse_RateLimit_SECOND, "edge/1", limiter.Log},
+		{"two rules", limiter.Policy{Name: "login", Rules: []limiter.Rule{{Limit: 5, Window: time.Minute}, {Limit: 20, Window: time.Hour}}},
+			10, rlsv3.RateLimitResponse_RateLimit_MINUTE, "login/60", limiter.Log},
+		{"more than the log keeps", minute, limiter.MaxLogLimit + 1, rlsv3.RateLimitResponse_RateLimit_MINUTE, "edge.user", limiter.Fixed},
+	} {
+		p, ok := envoyconf.Override(limiter.Policy{Algorithm: limiter.Log}, c.of, c.rpu, c.unit)
+		if !ok || p.Name != c.want || p.AlgorithmName() != c.alg || p.Shadow || len(p.Rules) != 1 || p.Rules[0].Limit != int(c.rpu) {
+			t.Errorf("%s: %+v, want %q decided by %s", c.what, p, c.want, c.alg)
+		}
+	}
+	if _, ok := envoyconf.Override(limiter.Policy{}, minute, 1, rlsv3.RateLimitResponse_RateLimit_UNKNOWN); ok {
+		t.Error("an override of no unit was taken")
 	}
 }

@@ -26,9 +26,10 @@ type fileLimit struct {
 // translateFiles turns a request for a domain of envoyproxy/ratelimit's
 // files into one check per descriptor, in the request's order, as
 // envoyproxy/ratelimit would decide it:
-//   - a descriptor's limit override applies whatever the files say, under
-//     the policy of the limit it matches (or one named <domain>.<key>…),
-//     with the override's one rule, never a shadow;
+//   - a descriptor's limit override applies whatever the files say, with
+//     the override's one rule, never a shadow, named for the limit it
+//     matches or, where none does, for the domain (envoyconf.Override):
+//     never for the request's keys or values;
 //   - else the limit set.Lookup finds applies: none, an unlimited one (OK,
 //     nothing counted), or a policy of the files;
 //   - a limit whose name another applying limit replaces: is dropped;
@@ -36,19 +37,22 @@ type fileLimit struct {
 //     (fileKey), an entry share_threshold shares counted by its pattern;
 //   - the cost is read as hitsOf reads it; a peek costs 1 (what may pass
 //     now?) or, in compat, 0 (is the window within its limit?), as
-//     envoyproxy/ratelimit adds 0 hits.
+//     envoyproxy/ratelimit adds 0 hits;
+//   - a descriptor with a value over MaxValueLen is never: OVER_LIMIT where
+//     a limit applies.
 //
 // A descriptor with no entries, or an entry without a key, matches nothing,
-// as in envoyproxy/ratelimit; only no descriptors at all (or more than
-// MaxDescriptors) and an override of no unit are malformed.
+// as in envoyproxy/ratelimit; only no descriptors at all, a request beyond
+// the bounds (checkBounds) and an override of no unit are malformed.
 func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func(string) (*httplimit.Policy, bool),
 	prepare func(limiter.Policy) *httplimit.Policy, compat bool, buf []check) ([]check, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case len(ds) == 0:
 		return nil, errors.New("descriptors: give at least one")
-	case len(ds) > MaxDescriptors:
-		return nil, fmt.Errorf("descriptors: %d given, at most %d are taken", len(ds), MaxDescriptors)
+	}
+	if err := checkBounds(req); err != nil {
+		return nil, err
 	}
 	out := sized(buf, len(ds))
 	names := make([]string, len(ds)) // of the limits that may be replaced
@@ -62,12 +66,12 @@ func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func
 		var c check
 		switch o := d.GetLimit(); {
 		case o != nil:
-			name := domain + "." + keysOf(entries)
+			of := limiter.Policy{Name: domain}
 			if m.Limit != nil {
-				name = m.Limit.Policy.Name
+				of = m.Limit.Policy
 			}
 			unit := envoyconf.Unit(o.GetUnit())
-			p, ok := envoyconf.Override(set.Base(domain), name, o.GetRequestsPerUnit(), unit)
+			p, ok := envoyconf.Override(set.Base(domain), of, o.GetRequestsPerUnit(), unit)
 			if !ok {
 				return nil, fmt.Errorf("descriptors[%d].limit.unit: %s is not a unit; want SECOND to YEAR", i, o.GetUnit())
 			}
@@ -83,7 +87,8 @@ func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func
 				c.orphan = l.Policy.Name
 				break
 			}
-			c.policy, c.key, c.stat, names[i] = p, fileKey(domain, entries, m.Shared), m.StatKey, l.Name
+			c.policy, c.key, names[i] = p, fileKey(domain, entries, m.Shared), l.Name
+			c.stat = Stat{Limit: l.Policy.Name, Key: m.StatKey}
 			c.file = &fileLimit{rate: &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}, quota: l.Quota}
 		}
 		if m.Limit != nil && d.GetLimit() == nil {
@@ -93,6 +98,7 @@ func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func
 		}
 		if c.policy != nil {
 			c.setCost(req, d, compat)
+			c.never = c.never || overlong(d)
 		}
 		out[i] = c
 	}
@@ -153,14 +159,4 @@ func fileKey(domain string, entries []envoyconf.Entry, shared []string) string {
 		parts = append(parts, e.Key+"="+v)
 	}
 	return clientKey(parts)
-}
-
-// keysOf is a descriptor's keys joined with ".": the name of an override's
-// policy where no limit of the files matches.
-func keysOf(entries []envoyconf.Entry) string {
-	keys := make([]string, len(entries))
-	for i, e := range entries {
-		keys[i] = e.Key
-	}
-	return strings.Join(keys, ".")
 }

@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"context"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -8,6 +9,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/internal/redistest"
 )
 
@@ -41,7 +43,9 @@ func TestPeeks(t *testing.T) {
 }
 
 // TestLimitOverride: a descriptor's limit override is the rule its policy
-// decides by, on the policy's window, reported in the override's unit.
+// decides by, reported in the override's unit: on the policy's window when
+// it is the policy's one window, else on a window of its own, named for the
+// policy and the window's seconds — a log cannot hold two windows.
 func TestLimitOverride(t *testing.T) {
 	h := serve(t, redistest.URL(t), nil)
 	v := newValue()
@@ -53,14 +57,23 @@ func TestLimitOverride(t *testing.T) {
 	for i := 0; i < 3; i++ { // ip=3/60s is full
 		h.call(t, request(0, "remote_address="+v))
 	}
-	st := h.call(t, withOverride(10, typev3.RateLimitUnit_HOUR)).GetStatuses()[0]
-	if st.GetCode() != ok || st.GetLimitRemaining() != 6 || st.GetCurrentLimit().GetRequestsPerUnit() != 10 || st.GetCurrentLimit().GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
-		t.Fatalf("10 per hour over 3 entries: %v", st)
+	st := h.call(t, withOverride(10, typev3.RateLimitUnit_MINUTE)).GetStatuses()[0]
+	if st.GetCode() != ok || st.GetLimitRemaining() != 6 || st.GetCurrentLimit().GetName() != "ip" ||
+		st.GetCurrentLimit().GetRequestsPerUnit() != 10 || st.GetCurrentLimit().GetUnit() != rlsv3.RateLimitResponse_RateLimit_MINUTE {
+		t.Fatalf("10 per minute over 3 entries: %v", st)
+	}
+	st = h.call(t, withOverride(10, typev3.RateLimitUnit_HOUR)).GetStatuses()[0]
+	if st.GetCode() != ok || st.GetLimitRemaining() != 9 || st.GetCurrentLimit().GetName() != "ip/3600" ||
+		st.GetCurrentLimit().GetRequestsPerUnit() != 10 || st.GetCurrentLimit().GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
+		t.Fatalf("10 per hour, a window of its own: %v", st)
 	}
 	if resp := h.call(t, withOverride(0, typev3.RateLimitUnit_SECOND)); resp.GetOverallCode() != overLimit {
 		t.Fatalf("an override of 0: %v", resp)
 	}
 	if n := h.windowCount(t, v, "ip"); n != 4 {
-		t.Fatalf("%d entries, want 4: an override counts on the policy's window", n)
+		t.Fatalf("%d entries, want 4: an override of the policy's window counts on it", n)
+	}
+	if n := h.rdb.ZCard(context.Background(), redisdata.LogKey(v, "ip/3600")).Val(); n != 1 {
+		t.Fatalf("%d entries, want 1 on the hour's own window", n)
 	}
 }

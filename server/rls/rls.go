@@ -65,8 +65,10 @@ type Deps struct {
 	Shadow bool
 	// Stats, when set, is told what each decided descriptor of the files
 	// adds to its statistics, under its statistics key as
-	// envoyproxy/ratelimit names it (envoyconf.Match.StatKey).
-	Stats func(key string, h Hits)
+	// envoyproxy/ratelimit names it (Stat). Keys that hold the request's
+	// values are as many as the values clients send: Stats must bound what
+	// it keeps of them.
+	Stats func(s Stat, h Hits)
 	// NearLimitRatio is where Stats' near limit begins, as a fraction of the
 	// limit (NEAR_LIMIT_RATIO); 0: DefaultNearLimitRatio.
 	NearLimitRatio float64
@@ -138,7 +140,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	}
 	if s.deps.Stats != nil {
 		for _, o := range outcomes {
-			if o.c.stat != "" && (o.decided || o.never) {
+			if o.c.stat.Key != "" && (o.decided || o.never) {
 				s.deps.Stats(o.c.stat, hitsOfOutcome(o, s.deps.NearLimitRatio))
 			}
 		}

@@ -10,6 +10,15 @@ type Hits struct {
 	Total, OverLimit, NearLimit, WithinLimit, ShadowMode uint64
 }
 
+// Stat names where one descriptor's hits are counted: under Key,
+// envoyproxy/ratelimit's statistics key (envoyconf.Match.StatKey), of the
+// limit whose policy is named Limit. Key is Limit, or the path the
+// descriptor took through the files; where detailed_metric or
+// value_to_metric ask, it holds the request's values (hashed as a client
+// key hashes them when long or unusual), so a limit has as many keys as
+// clients send values.
+type Stat struct{ Limit, Key string }
+
 // DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
 const DefaultNearLimitRatio = 0.8
 

@@ -12,11 +12,6 @@ import (
 	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
-// MaxDescriptors bounds the descriptors of one request. Envoy sends one per
-// rate_limits action that applied, a handful; a request with more is refused
-// rather than turned into that many Redis calls.
-const MaxDescriptors = 64
-
 // check is one descriptor translated: the limiter call it asks for, or
 // nothing when it maps to no policy.
 type check struct {
@@ -35,8 +30,9 @@ type check struct {
 	// envoyproxy/ratelimit's, or a limit override, wrote it; nil: by the
 	// policy's binding rule.
 	file *fileLimit
-	// stat is the descriptor's statistics key, for a limit of the files.
-	stat string
+	// stat is where the descriptor's hits are counted, for a limit of the
+	// files.
+	stat Stat
 	// orphan names the policy a mapping points at when no such policy is
 	// configured: a reload between reading the mappings and the policies.
 	// The descriptor is treated as unmapped, as the new config says.
@@ -50,8 +46,8 @@ func (c check) asks() bool { return c.mapped() && !c.never }
 
 // translate turns a request into one check per descriptor, in the request's
 // order, or the first reason it is malformed, naming the field:
-//   - domain must be set and descriptors given (at most MaxDescriptors),
-//     each with at least one entry, each entry with a key;
+//   - domain must be set and descriptors given, each with at least one
+//     entry, each entry with a key, all within the bounds (checkBounds);
 //   - a descriptor maps when its entries' keys equal a mapping's Keys in
 //     order, within the request's domain;
 //   - the client key is its entries' values in order, joined with ":" by
@@ -61,7 +57,10 @@ func (c check) asks() bool { return c.mapped() && !c.never }
 //     means 1; a cost the policy can never take is never, not an error —
 //     Envoy lets a failed call's request through;
 //   - a descriptor's limit override replaces the policy's rules with its
-//     one rule (envoyconf.Override), as envoyproxy/ratelimit honours it;
+//     one rule (envoyconf.Override), as envoyproxy/ratelimit honours it,
+//     under the policy's name (and its window's, when it is not the
+//     policy's one window): never a name of the request's;
+//   - a descriptor with a value over MaxValueLen is never: OVER_LIMIT;
 //   - is_negative_hits is refused: a log records requests and cannot take
 //     them back.
 func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool),
@@ -73,8 +72,9 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 		return nil, errors.New("domain: must not be empty; give the domain of the rate limit filter")
 	case len(ds) == 0:
 		return nil, errors.New("descriptors: give at least one")
-	case len(ds) > MaxDescriptors:
-		return nil, fmt.Errorf("descriptors: %d given, at most %d are taken", len(ds), MaxDescriptors)
+	}
+	if err := checkBounds(req); err != nil {
+		return nil, err
 	}
 	out := sized(buf, len(ds))
 	keys := make([]string, 0, 4)
@@ -107,7 +107,7 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 		c := check{key: clientKey(values), policy: p}
 		if o := d.GetLimit(); o != nil {
 			unit := envoyconf.Unit(o.GetUnit())
-			op, ok := envoyconf.Override(p.Policy, p.Name, o.GetRequestsPerUnit(), unit)
+			op, ok := envoyconf.Override(p.Policy, p.Policy, o.GetRequestsPerUnit(), unit)
 			if !ok {
 				return nil, fmt.Errorf("descriptors[%d].limit.unit: %s is not a unit; want SECOND to YEAR", i, o.GetUnit())
 			}
@@ -115,6 +115,7 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 			c.file = &fileLimit{rate: &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: o.GetRequestsPerUnit(), Unit: unit}}
 		}
 		c.setCost(req, d, compat)
+		c.never = c.never || overlong(d)
 		out[i] = c
 	}
 	return out, nil
