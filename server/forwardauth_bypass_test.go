@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/ratescope/ratescope/internal/apptest"
+)
+
+// askLines asks forward auth with every header line given, in order, as
+// repeated lines when a name repeats (as a chain of proxies sends them).
+func askLines(t testing.TB, app *apptest.App, method, path, host string, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, app.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "" {
+		req.Host = host
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Add(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	out := response{status: resp.StatusCode, header: resp.Header, raw: string(b)}
+	if len(b) > 0 {
+		if err := json.Unmarshal(b, &out.body); err != nil {
+			t.Fatalf("%s %s: body is not a JSON object: %q", method, path, b)
+		}
+	}
+	return out
+}
+
+// TestForwardAuthNearestForwardedValues: X-Forwarded-Host and
+// X-Forwarded-Method are read as the proxy nearest to ratescope wrote them —
+// the last value — and X-Forwarded-Uri from its last line, so a value a
+// client sent ahead of the proxy's never decides the route: a client that
+// used up POST /login on api.example.com cannot pass by sending its own host,
+// method or URI first.
+func TestForwardAuthNearestForwardedValues(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+policies:
+  - {name: login, rules: ["1/1m"]}
+routes:
+  - match: {host: api.example.com, methods: [POST], pathPrefix: /login}
+    policy: login
+`))
+	login := []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login"}
+	if r := askLines(t, app, "GET", "/forward-auth", "", login...); r.status != 200 || r.header.Get("RateLimit") == "" {
+		t.Fatalf("first login: %d %v %s", r.status, r.header, r.raw)
+	}
+	for _, tc := range []struct {
+		name   string
+		header []string
+	}{
+		{"host: the client's value first", []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "other.example, api.example.com", "X-Forwarded-Uri", "/login"}},
+		{"host: the client's line first", []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "other.example", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login"}},
+		{"method: the client's value first", []string{"X-Forwarded-Method", "GET, POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login"}},
+		{"method: the client's line first", []string{"X-Forwarded-Method", "GET", "X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login"}},
+		{"uri: the client's line first", []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/elsewhere", "X-Forwarded-Uri", "/login"}},
+		{"uri: a comma is part of a path", []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login,x"}},
+	} {
+		if r := askLines(t, app, "GET", "/forward-auth", "", tc.header...); r.status != 429 || r.body["policy"] != "login" {
+			t.Errorf("%s: %d %v %s, want the login route's 429", tc.name, r.status, r.header, r.raw)
+		}
+	}
+	// The nearest value decides the other way too: another host is not the route's.
+	if r := askLines(t, app, "GET", "/forward-auth", "", "X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com, other.example", "X-Forwarded-Uri", "/login"); r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Errorf("nearest host other.example matched the route: %d %v %s", r.status, r.header, r.raw)
+	}
+}
