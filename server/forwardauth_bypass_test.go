@@ -76,3 +76,37 @@ routes:
 		t.Errorf("nearest host other.example matched the route: %d %v %s", r.status, r.header, r.raw)
 	}
 }
+
+// TestForwardAuthHeadIsGet: a route for GET limits HEAD too, in both forms
+// (X-Forwarded-Method, and the request's own method under the prefix): a
+// backend answers HEAD with its GET handler, so HEAD passing unlimited would
+// let the same work through.
+func TestForwardAuthHeadIsGet(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+policies:
+  - {name: feed, rules: ["2/1m"]}
+routes:
+  - match: {methods: [GET], pathPrefix: /feed}
+    policy: feed
+`))
+	viaHeaders := func(method string) response {
+		t.Helper()
+		return askLines(t, app, "GET", "/forward-auth", "", "X-Forwarded-Method", method, "X-Forwarded-Uri", "/feed")
+	}
+	if r := viaHeaders("GET"); r.status != 200 || r.header.Get("RateLimit") != `"feed";r=1;t=60` {
+		t.Fatalf("GET: %d %v %s", r.status, r.header, r.raw)
+	}
+	if r := viaHeaders("head"); r.status != 200 || r.header.Get("RateLimit") != `"feed";r=0;t=60` {
+		t.Fatalf("HEAD was not counted as the GET route's: %d %v %s", r.status, r.header, r.raw)
+	}
+	if r := viaHeaders("HEAD"); r.status != 429 || r.body["policy"] != "feed" {
+		t.Errorf("HEAD in X-Forwarded-Method passed a used-up GET route: %d %v %s", r.status, r.header, r.raw)
+	}
+	if r := askLines(t, app, "HEAD", "/forward-auth/feed", ""); r.status != 429 || r.header.Get("Retry-After") == "" {
+		t.Errorf("HEAD under the prefix passed a used-up GET route: %d %v", r.status, r.header)
+	}
+	// Other methods are still not the route's.
+	if r := viaHeaders("POST"); r.status != 200 || r.header.Get("RateLimit") != "" {
+		t.Errorf("POST matched a GET route: %d %v", r.status, r.header)
+	}
+}

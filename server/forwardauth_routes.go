@@ -51,13 +51,21 @@ func (r *route) matches(o original) bool {
 	if r.host != "" && r.host != o.host {
 		return false
 	}
-	if len(r.methods) > 0 && !slices.Contains(r.methods, o.method) {
+	if len(r.methods) > 0 && !r.matchesMethod(o.method) {
 		return false
 	}
 	if r.ignoreCase {
 		return strings.HasPrefix(strings.ToLower(o.path), r.pathPrefix)
 	}
 	return strings.HasPrefix(o.path, r.pathPrefix)
+}
+
+// matchesMethod reports whether the route lists method, a HEAD counting as
+// the GET it is without the body (RFC 9110 section 9.3.2): a backend answers
+// HEAD with its GET handler, so a route for GET that let HEAD by would let
+// the same work through unlimited.
+func (r *route) matchesMethod(method string) bool {
+	return slices.Contains(r.methods, method) || method == http.MethodHead && slices.Contains(r.methods, http.MethodGet)
 }
 
 // buildRoute validates one file route against the settings' policies.
