@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -108,5 +109,90 @@ routes:
 	// Other methods are still not the route's.
 	if r := viaHeaders("POST"); r.status != 200 || r.header.Get("RateLimit") != "" {
 		t.Errorf("POST matched a GET route: %d %v", r.status, r.header)
+	}
+}
+
+// TestForwardAuthKeySourcesNamespaced: on a policy shared by routes keyed by
+// ip, header:X-Api-Key and host, a client sending the victim's address as its
+// API key or as Host fills a window of its own, never the victim's; each key
+// names its sources. A policy whose routes all key alike keeps plain keys,
+// shared across its routes.
+func TestForwardAuthKeySourcesNamespaced(t *testing.T) {
+	app := startApp(t, nil, "--config", writeConfig(t, `
+trustedProxies: ["127.0.0.1/32"]
+policies:
+  - {name: shared, rules: ["2/1m"]}
+  - {name: solo, rules: ["2/1m"]}
+routes:
+  - match: {pathPrefix: /ip/}
+    policy: shared
+    key: ip
+  - match: {pathPrefix: /api/}
+    policy: shared
+    key: header:X-Api-Key
+  - match: {pathPrefix: /host/}
+    policy: shared
+    key: host
+  - match: {pathPrefix: /both/}
+    policy: shared
+    key: ip+header:X-Api-Key
+  - match: {pathPrefix: /solo-a/}
+    policy: solo
+    key: ip
+  - match: {pathPrefix: /solo-b/}
+    policy: solo
+    key: ip
+`))
+	const victim, attacker = "203.0.113.7", "198.51.100.9"
+	from := func(client, path, host string, header ...string) response {
+		t.Helper()
+		return askLines(t, app, "GET", "/forward-auth"+path, host, append([]string{"X-Forwarded-For", client}, header...)...)
+	}
+	// The attacker uses up the windows its API key and Host name.
+	for _, tc := range []struct {
+		path, host string
+		header     []string
+		key        string
+	}{
+		{"/api/x", "api.example.com", []string{"X-Api-Key", victim}, "header=X-Api-Key+" + victim},
+		{"/host/x", victim, nil, "host+" + victim},
+	} {
+		for i := 1; i <= 2; i++ {
+			if r := from(attacker, tc.path, tc.host, tc.header...); r.status != 200 {
+				t.Fatalf("attacker %s %d: %d %s", tc.path, i, r.status, r.raw)
+			}
+		}
+		if r := from(attacker, tc.path, tc.host, tc.header...); r.status != 429 || r.body["key"] != tc.key {
+			t.Errorf("attacker %s denied: %d %s, want key %s", tc.path, r.status, r.raw, tc.key)
+		}
+	}
+	// The victim's own window is untouched.
+	for i := 1; i <= 2; i++ {
+		if r := from(victim, "/ip/x", "api.example.com"); r.status != 200 || r.header.Get("RateLimit") != fmt.Sprintf(`"shared";r=%d;t=60`, 2-i) {
+			t.Fatalf("victim's request %d, after the attacker sent its address as API key and Host: %d %v %s", i, r.status, r.header, r.raw)
+		}
+	}
+	if r := from(victim, "/ip/x", "api.example.com"); r.status != 429 || r.body["key"] != "ip+"+victim {
+		t.Fatalf("victim denied: %d %s", r.status, r.raw)
+	}
+	// Several sources: the label lists them.
+	from(victim, "/both/x", "", "X-Api-Key", "k1")
+	from(victim, "/both/x", "", "X-Api-Key", "k1")
+	if r := from(victim, "/both/x", "", "X-Api-Key", "k1"); r.status != 429 || r.body["key"] != "ip/header=X-Api-Key+"+victim+"+k1" {
+		t.Fatalf("ip+header:X-Api-Key denied: %d %s", r.status, r.raw)
+	}
+
+	// solo's routes both key by ip: plain keys, one window for both routes.
+	if r := from(victim, "/solo-a/x", ""); r.status != 200 || r.header.Get("RateLimit") != `"solo";r=1;t=60` {
+		t.Fatalf("solo-a: %d %v %s", r.status, r.header, r.raw)
+	}
+	if r := from(victim, "/solo-b/x", ""); r.status != 200 || r.header.Get("RateLimit") != `"solo";r=0;t=60` {
+		t.Fatalf("solo-b shares solo-a's window: %d %v %s", r.status, r.header, r.raw)
+	}
+	if r := from(victim, "/solo-a/x", ""); r.status != 429 || r.body["key"] != victim {
+		t.Fatalf("solo denied: %d %s, want the plain key %s", r.status, r.raw, victim)
+	}
+	if r := do(t, "GET", app.URL+"/api/v1/window?policy=solo&key="+victim, ""); r.status != 200 || num(t, r, "count") != 2 {
+		t.Fatalf("the window of key %s: %d %s", victim, r.status, r.raw)
 	}
 }

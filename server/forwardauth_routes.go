@@ -21,6 +21,9 @@ type route struct {
 	cost       int
 	denyStatus int
 	missingOK  bool // missingKey: allow — a request lacking a key source passes unlimited
+	// keyLabel leads the client key when the policy's routes key by
+	// different sources (namespaceKeys); empty, the key is the values alone.
+	keyLabel string
 }
 
 // keySource is one part of a route's client key.
@@ -136,6 +139,45 @@ func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route
 		return route{}, file.fieldErr(path+".missingKey", "%q: want reject or allow", fr.MissingKey)
 	}
 	return r, nil
+}
+
+// namespaceKeys gives every route of a policy whose routes key by different
+// source lists a keyLabel naming its own list. Without it one source's value
+// could be another's key: on a policy of an "ip" route and a
+// "header:X-Api-Key" route, a client sending "X-Api-Key: 203.0.113.7" would
+// fill 203.0.113.7's window. A policy whose routes all key alike keeps plain
+// keys ("203.0.113.7"), as the key's contract gives them; a label changes the
+// keys of every route of its policy, and so starts their windows afresh, only
+// when a route keyed otherwise joins the policy.
+func namespaceKeys(routes []route) {
+	lists := map[string]map[string]bool{} // policy name → the key labels of its routes
+	for _, r := range routes {
+		if lists[r.policy.Name] == nil {
+			lists[r.policy.Name] = map[string]bool{}
+		}
+		lists[r.policy.Name][keyLabel(r.key)] = true
+	}
+	for i := range routes {
+		if len(lists[routes[i].policy.Name]) > 1 {
+			routes[i].keyLabel = keyLabel(routes[i].key)
+		}
+	}
+}
+
+// keyLabel names a key source list in a form a client key keeps as it is:
+// "ip", "host", "path", "header=X-Api-Key", and a list joined with "/"
+// ("ip/header=X-Api-Key"). A header name is a token, which holds neither "="
+// nor "/", so two lists never share a label; a label outside the key
+// alphabet or over 64 bytes is hashed by JoinKey, which keeps it apart too.
+func keyLabel(ks []keySource) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = k.kind
+		if k.kind == "header" {
+			parts[i] = "header=" + k.header
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 func parseKeySource(s string) (keySource, error) {
