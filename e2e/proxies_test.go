@@ -85,19 +85,24 @@ func through(t *testing.T, url, xff string) proxied {
 // apart; a spoofed leftmost X-Forwarded-For value does not change the key.
 func TestForwardAuthThroughProxies(t *testing.T) {
 	const limit = 3
-	// Fresh policy names: fresh windows even on a shared Redis.
+	// Fresh policy names: fresh windows even on a shared Redis. A policy
+	// per proxy: one shared by routes keyed by different sources would lead
+	// each key with its sources ("ip+203.0.113.10"), and the Caddy route
+	// shows the plain key.
 	policy := "fa-" + uuid.NewString()[:8]
 	conf := fmt.Sprintf(`
 trustedProxies: ["127.0.0.1/32"]
 policies:
-  - name: %[1]s
+  - name: %[1]s-caddy
+    rules: ["%[2]d/1m"]
+  - name: %[1]s-nginx
     rules: ["%[2]d/1m"]
 routes:
   - match: {pathPrefix: /caddy/}
-    policy: %[1]s
+    policy: %[1]s-caddy
     key: ip
   - match: {pathPrefix: /nginx/, methods: [GET]}
-    policy: %[1]s
+    policy: %[1]s-nginx
     key: ip+path
     denyStatus: 403
 `, policy, limit)
@@ -123,6 +128,7 @@ routes:
 		{"nginx", proxytest.Nginx, "application/problem+json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			policy := policy + "-" + tc.name
 			proxy := tc.start(t, app.Addr, backendAddr)
 			defer func() {
 				if t.Failed() {

@@ -61,9 +61,15 @@ func matchRoute(routes []route, o original) *route {
 // routeKey joins the route's key sources' values with + through
 // httplimit.JoinKey, which hashes each value outside [A-Za-z0-9._@/=-] or
 // over 64 bytes, so two different lists of values never share a window; a
-// source the request lacks is reported as missing.
+// source the request lacks is reported as missing. The route's keyLabel, when
+// its policy is shared by routes keyed otherwise, leads the list, so that no
+// value of one source is ever another source's key ("ip+203.0.113.7" and
+// "header=X-Api-Key+203.0.113.7").
 func routeKey(rt *route, r *http.Request, o original, trusted httplimit.TrustedProxies) (string, *httplimit.MissingKeyError, error) {
-	parts := make([]string, 0, len(rt.key))
+	parts := make([]string, 0, len(rt.key)+1)
+	if rt.keyLabel != "" {
+		parts = append(parts, rt.keyLabel)
+	}
 	for _, k := range rt.key {
 		var v string
 		switch k.kind {

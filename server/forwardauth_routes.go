@@ -21,6 +21,9 @@ type route struct {
 	cost       int
 	denyStatus int
 	missingOK  bool // missingKey: allow — a request lacking a key source passes unlimited
+	// keyLabel leads the client key when the policy's routes key by
+	// different sources (namespaceKeys); empty, the key is the values alone.
+	keyLabel string
 }
 
 // keySource is one part of a route's client key.
@@ -51,13 +54,21 @@ func (r *route) matches(o original) bool {
 	if r.host != "" && r.host != o.host {
 		return false
 	}
-	if len(r.methods) > 0 && !slices.Contains(r.methods, o.method) {
+	if len(r.methods) > 0 && !r.matchesMethod(o.method) {
 		return false
 	}
 	if r.ignoreCase {
 		return strings.HasPrefix(strings.ToLower(o.path), r.pathPrefix)
 	}
 	return strings.HasPrefix(o.path, r.pathPrefix)
+}
+
+// matchesMethod reports whether the route lists method, a HEAD counting as
+// the GET it is without the body (RFC 9110 section 9.3.2): a backend answers
+// HEAD with its GET handler, so a route for GET that let HEAD by would let
+// the same work through unlimited.
+func (r *route) matchesMethod(method string) bool {
+	return slices.Contains(r.methods, method) || method == http.MethodHead && slices.Contains(r.methods, http.MethodGet)
 }
 
 // buildRoute validates one file route against the settings' policies.
@@ -128,6 +139,45 @@ func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route
 		return route{}, file.fieldErr(path+".missingKey", "%q: want reject or allow", fr.MissingKey)
 	}
 	return r, nil
+}
+
+// namespaceKeys gives every route of a policy whose routes key by different
+// source lists a keyLabel naming its own list. Without it one source's value
+// could be another's key: on a policy of an "ip" route and a
+// "header:X-Api-Key" route, a client sending "X-Api-Key: 203.0.113.7" would
+// fill 203.0.113.7's window. A policy whose routes all key alike keeps plain
+// keys ("203.0.113.7"), as the key's contract gives them; a label changes the
+// keys of every route of its policy, and so starts their windows afresh, only
+// when a route keyed otherwise joins the policy.
+func namespaceKeys(routes []route) {
+	lists := map[string]map[string]bool{} // policy name → the key labels of its routes
+	for _, r := range routes {
+		if lists[r.policy.Name] == nil {
+			lists[r.policy.Name] = map[string]bool{}
+		}
+		lists[r.policy.Name][keyLabel(r.key)] = true
+	}
+	for i := range routes {
+		if len(lists[routes[i].policy.Name]) > 1 {
+			routes[i].keyLabel = keyLabel(routes[i].key)
+		}
+	}
+}
+
+// keyLabel names a key source list in a form a client key keeps as it is:
+// "ip", "host", "path", "header=X-Api-Key", and a list joined with "/"
+// ("ip/header=X-Api-Key"). A header name is a token, which holds neither "="
+// nor "/", so two lists never share a label; a label outside the key
+// alphabet or over 64 bytes is hashed by JoinKey, which keeps it apart too.
+func keyLabel(ks []keySource) string {
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = k.kind
+		if k.kind == "header" {
+			parts[i] = "header=" + k.header
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 func parseKeySource(s string) (keySource, error) {

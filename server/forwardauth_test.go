@@ -93,7 +93,9 @@ func TestForwardAuthRoutes(t *testing.T) {
 
 	// The login route, keyed by the peer (127.0.0.1; X-Forwarded-For counts
 	// only behind trusted proxies). startApp gives the test its own
-	// redis-server, so the windows start empty.
+	// redis-server, so the windows start empty. Both policies are shared by
+	// routes keyed by different sources, so each key leads with its sources
+	// ("ip+127.0.0.1"; TestForwardAuthKeySourcesNamespaced).
 	for i := 1; i <= 2; i++ {
 		r := fa(t, app, "/forward-auth", login...)
 		if r.status != 200 || r.raw != "" || r.header.Get("RateLimit-Policy") != `"login";q=2;w=60` ||
@@ -103,7 +105,7 @@ func TestForwardAuthRoutes(t *testing.T) {
 	}
 	r := fa(t, app, "/forward-auth", login...)
 	if r.status != 429 || r.header.Get("Content-Type") != "application/problem+json" || r.header.Get("Retry-After") != "60" ||
-		r.body["type"] != "https://iana.org/assignments/http-problem-types#quota-exceeded" || r.body["key"] != "127.0.0.1" ||
+		r.body["type"] != "https://iana.org/assignments/http-problem-types#quota-exceeded" || r.body["key"] != "ip+127.0.0.1" ||
 		r.body["policy"] != "login" || num(t, r, "status") != 429 || r.header.Get("RateLimit") != `"login";r=0;t=60` {
 		t.Fatalf("login denied: %d %v %s", r.status, r.header, r.raw)
 	}
@@ -129,7 +131,7 @@ func TestForwardAuthRoutes(t *testing.T) {
 		t.Fatalf("v1: %d %v %s", r.status, r.header, r.raw)
 	}
 	r = v1("k1")
-	if r.status != 403 || num(t, r, "status") != 403 || r.header.Get("Retry-After") != "1" || r.body["key"] != "k1" {
+	if r.status != 403 || num(t, r, "status") != 403 || r.header.Get("Retry-After") != "1" || r.body["key"] != "header=X-Api-Key+k1" {
 		t.Fatalf("v1 denied with the route's status: %d %v %s", r.status, r.header, r.raw)
 	}
 	if vp := r.body["violated-policies"].([]any); len(vp) != 1 || vp[0] != "api/1" {
@@ -151,7 +153,7 @@ func TestForwardAuthRoutes(t *testing.T) {
 	ask(t, "GET", app.URL+"/forward-auth/open/x", "h.example.com", "X-Api-Key", "a key with spaces")
 	r = ask(t, "GET", app.URL+"/forward-auth/open/x", "h.example.com", "X-Api-Key", "a key with spaces")
 	sum := sha256.Sum256([]byte("a key with spaces"))
-	if want := "sha256:" + hex.EncodeToString(sum[:])[:32] + "+h.example.com"; r.status != 429 || r.body["key"] != want {
+	if want := "header=X-Api-Key/host+sha256:" + hex.EncodeToString(sum[:])[:32] + "+h.example.com"; r.status != 429 || r.body["key"] != want {
 		t.Fatalf("hashed key: %d %s, want key %s", r.status, r.raw, want)
 	}
 	// A route's cost.
@@ -176,7 +178,7 @@ func TestForwardAuthRoutes(t *testing.T) {
 
 // TestForwardAuthKeysInjective: with header:X-A+header:X-B, the values
 // (alice+x, y) and (alice, x+y) are two windows, as are (a:b) and (a, b) of
-// routes sharing a policy.
+// routes sharing a policy (whose keys therefore lead with their sources).
 func TestForwardAuthKeysInjective(t *testing.T) {
 	app := startApp(t, nil, "--config", writeConfig(t, `
 policies:
@@ -199,7 +201,7 @@ routes:
 	if r := two("alice", "x+y"); r.status != 200 {
 		t.Fatalf("(alice, x+y) shares the window of (alice+x, y): %d %s", r.status, r.raw)
 	}
-	if r := two("alice", "x+y"); r.status != 429 || r.body["key"] != "alice+sha256:cb4c3af716b8b9310afb0276c0c84d2c" {
+	if r := two("alice", "x+y"); r.status != 429 || r.body["key"] != "header=X-A/header=X-B+alice+sha256:cb4c3af716b8b9310afb0276c0c84d2c" {
 		t.Fatalf("(alice, x+y) again: %d %s", r.status, r.raw)
 	}
 	if r := two("a", "b"); r.status != 200 {

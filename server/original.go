@@ -22,19 +22,20 @@ type original struct {
 }
 
 // originalRequest reads the request a proxy asks about: X-Forwarded-Method,
-// -Host (the first of a chain) and -Uri when present, else this request's own
-// method, Host and, under the prefix, its still-escaped path. Both forms go
-// through canonical, so a spelling means the same in either. A malformed
-// percent-escape is a field error naming where the path came from.
+// -Host and -Uri when present (as the nearest proxy wrote them: nearest), else
+// this request's own method, Host and, under the prefix, its still-escaped
+// path. Both forms go through canonical, so a spelling means the same in
+// either. A malformed percent-escape is a field error naming where the path
+// came from.
 func originalRequest(r *http.Request) (original, *httplimit.FieldError) {
 	method, host, uri, field := r.Method, r.Host, "/", "path"
-	if v := r.Header.Get("X-Forwarded-Method"); v != "" {
+	if v := nearest(r.Header, "X-Forwarded-Method", true); v != "" {
 		method = v
 	}
-	if v := r.Header.Get("X-Forwarded-Host"); v != "" {
-		host, _, _ = strings.Cut(v, ",") // a chain of proxies: the first saw the client's
+	if v := nearest(r.Header, "X-Forwarded-Host", true); v != "" {
+		host = v
 	}
-	if v := r.Header.Get("X-Forwarded-Uri"); v != "" {
+	if v := nearest(r.Header, "X-Forwarded-Uri", false); v != "" {
 		uri, field = v, "X-Forwarded-Uri"
 	} else if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), forwardAuthPrefix); ok && rest != "" {
 		uri = rest
@@ -44,6 +45,27 @@ func originalRequest(r *http.Request) (original, *httplimit.FieldError) {
 		return original{}, &httplimit.FieldError{Field: field, Detail: err.Error()}
 	}
 	return o, nil
+}
+
+// nearest is the value of an X-Forwarded-* header that the proxy nearest to
+// ratescope wrote: its last line and, for a header whose values hold no
+// comma (a host, a method), the last value of that line. The client address
+// is read the same way (httplimit.ClientAddr): a proxy that appends puts its
+// own value last, so a value a client sent stays left of it and is never
+// believed; the first value is the one a client writes. A URI may hold a
+// comma, so only its last line counts.
+func nearest(h http.Header, name string, list bool) string {
+	lines := h.Values(name)
+	if len(lines) == 0 {
+		return ""
+	}
+	v := lines[len(lines)-1]
+	if list {
+		if i := strings.LastIndexByte(v, ','); i >= 0 {
+			v = v[i+1:]
+		}
+	}
+	return strings.TrimSpace(v)
 }
 
 // canonical is the one form in which an original request is matched, so

@@ -122,6 +122,7 @@ func buildSettings(cfg Config, file *parsedFile, envoyFiles *envoyconf.Set, m *m
 		}
 		s.routes = append(s.routes, r)
 	}
+	namespaceKeys(s.routes)
 	envoy, err := buildEnvoy(file, s)
 	if err != nil {
 		errs = append(errs, err)
