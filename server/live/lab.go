@@ -1,6 +1,8 @@
 package live
 
 import (
+	"context"
+
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
@@ -107,10 +109,19 @@ func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 		if v.d.LabRequests == nil {
 			return first
 		}
-		rs, err := v.d.LabRequests(v.ctx, lab)
-		if err != nil {
-			return first // the stream brings what follows; Redis's state is in the status
+		// Read like a window's snapshot: shared by a crowd that joins at
+		// once, within the budget. None: the stream brings what follows, and
+		// Redis's state is in the status.
+		snap, ok := v.firstRead(w, func(ctx context.Context) ([]byte, int, error) {
+			rs, err := v.d.LabRequests(ctx, lab)
+			if err != nil {
+				return nil, 0, err
+			}
+			return encode(labSnapshotMsg{Type: TypeLabSnapshot, Lab: lab, Requests: rs, NowMs: v.nowMs()}), len(rs), nil
+		})
+		if !ok {
+			return first
 		}
-		return append(first, encode(labSnapshotMsg{Type: TypeLabSnapshot, Lab: lab, Requests: rs, NowMs: v.nowMs()}))
+		return append(first, snap)
 	})
 }

@@ -36,7 +36,7 @@ func (v *View) Serve(conn *websocket.Conn, key string, p limiter.Policy) {
 	w := Window{Key: key, Policy: p.Name}
 	v.serve(conn, w, func() [][]byte {
 		first := [][]byte{helloMessage(v.d.Instance, key, p, v.d.TickInterval.Milliseconds()), *v.clock.status.Load()}
-		if snap, err := v.snapshot(v.ctx, w); err == nil {
+		if snap, ok := v.snapshot(w); ok {
 			first = append(first, snap)
 		}
 		return first
