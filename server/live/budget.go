@@ -1,11 +1,12 @@
 package live
 
 import (
-	"context"
-	"errors"
 	"math"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/ratescope/ratescope/limiter"
 )
 
 // Snapshot reads within a budget (SPEC §4, §10 "Viewers"): a snapshot of a
@@ -67,7 +68,19 @@ func (b *readBudget) left(now time.Time) float64 {
 	return b.credit
 }
 
-// spend takes the cost of reads done.
+// take reserves est for a read about to be made, if any credit is left:
+// reads made at once (viewers joining together) each see what the others
+// reserved. spend settles the difference once the read's cost is known.
+func (b *readBudget) take(now time.Time, est int) bool {
+	if b.left(now) <= 0 {
+		return false
+	}
+	b.spend(est)
+	return true
+}
+
+// spend takes the cost of reads done (a negative one gives back what a
+// reservation took beyond the cost).
 func (b *readBudget) spend(entries int) {
 	if b.rate <= 0 || entries == 0 {
 		return
@@ -77,107 +90,57 @@ func (b *readBudget) spend(entries int) {
 	b.mu.Unlock()
 }
 
-// errOverBudget is a viewer's first read not made: the budget was spent.
-var errOverBudget = errors.New("snapshot budget spent")
-
 // cost is what a read that returned n entries cost.
 func cost(n int) int { return readCost + n }
 
-// recentReads shares a window's read among everything that wants it within
-// snapshotCoalesce, so a crowd arriving at one window costs one read, not
-// one per viewer, and a window is read at most once per snapshotCoalesce
-// whoever asks: the snapshot loop, or viewers joining.
-type recentReads struct {
-	mu sync.Mutex
-	m  map[Window]*read
-}
-
-// read is one read of a window, in flight until done is closed.
-type read struct {
-	done    chan struct{}
-	msg     []byte
-	err     error
-	at      time.Time // when it finished
-	forLoop bool      // the snapshot loop's own read
-}
-
-func newRecentReads() recentReads { return recentReads{m: map[Window]*read{}} }
-
-// claim returns w's read in flight or finished within snapshotCoalesce, and
-// false; or a new read that the caller must finish, and true. The loop
-// shares only a viewer's read that succeeded: it reads a window at most once
-// a round anyway, and a failed read is for it to try again.
-func (rs *recentReads) claim(w Window, now time.Time, forLoop bool) (*read, bool) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if r, ok := rs.m[w]; ok {
-		inFlight := r.at.IsZero()
-		recent := !inFlight && now.Sub(r.at) < snapshotCoalesce
-		if inFlight || (recent && !(forLoop && (r.forLoop || r.err != nil))) {
-			return r, false
+// afford splits ds into what the budget lets this round read, most urgent
+// first, and what must wait, estimating each read by the window's last one
+// (a full window when none is known: a guess too low would let a crowd of
+// unread windows spend seconds of budget in one round). When a periodic
+// snapshot waits, the clock's ticks stop riding on them.
+func (v *View) afford(now time.Time, ds []snapshotDue, size map[Window]readSize) (read, later []snapshotDue) {
+	left := v.budget.left(now)
+	if math.IsInf(left, 1) {
+		return ds, nil
+	}
+	slices.SortStableFunc(ds, func(a, b snapshotDue) int {
+		if a.urgency != b.urgency {
+			return int(a.urgency - b.urgency)
 		}
-	}
-	r := &read{done: make(chan struct{}), forLoop: forLoop}
-	rs.m[w] = r
-	return r, true
-}
-
-// finish records a claimed read's outcome for those that wait or come soon.
-func (rs *recentReads) finish(r *read, msg []byte, err error) {
-	rs.mu.Lock()
-	r.msg, r.err, r.at = msg, err, time.Now()
-	rs.mu.Unlock()
-	close(r.done)
-}
-
-// result is a finished read's outcome.
-func (rs *recentReads) result(r *read) ([]byte, error) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	return r.msg, r.err
-}
-
-// sweep forgets reads finished more than snapshotCoalesce ago: what is kept
-// is at most one round's reads.
-func (rs *recentReads) sweep(now time.Time) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	for w, r := range rs.m {
-		if !r.at.IsZero() && now.Sub(r.at) >= snapshotCoalesce {
-			delete(rs.m, w)
+		return a.since.Compare(b.since)
+	})
+	spent := 0.0
+	for i, d := range ds {
+		if spent >= left {
+			for _, d := range ds[i:] {
+				if d.urgency != changed {
+					v.thinnedAt.Store(now.UnixNano())
+					break
+				}
+			}
+			return ds[:i], ds[i:]
 		}
+		spent += float64(v.estimate(d.w, size))
 	}
+	return ds, nil
 }
 
-// firstRead is what a viewer that joins w is sent first (a window's
-// snapshot, a lab's recent requests), read by readFirst — or shared with a
-// read of w that another viewer or the snapshot loop made within
-// snapshotCoalesce. While the budget is spent nothing is read: the viewer
-// gets nothing now, and the snapshot loop sends w's viewers a snapshot
-// before any other when the budget allows (snapshots.markFresh).
-func (v *View) firstRead(w Window, readFirst func(ctx context.Context) ([]byte, int, error)) ([]byte, bool) {
-	now := time.Now()
-	r, mine := v.reads.claim(w, now, false)
-	if !mine {
-		select {
-		case <-r.done:
-		case <-time.After(snapshotTimeout):
-			return nil, false
-		}
-		msg, err := v.reads.result(r)
-		return msg, err == nil
+// estimate is what reading w will cost: as much as its last read; a full
+// window's when it was never read; nothing for a lab or an overview, which
+// have no window to read.
+func (v *View) estimate(w Window, size map[Window]readSize) int {
+	if _, ok := v.d.Policy(w.Policy); !ok {
+		return 0
 	}
-	if v.budget.left(now) <= 0 {
-		v.reads.finish(r, nil, errOverBudget)
-		v.snapshots.markFresh(w)
-		return nil, false
+	if n, ok := size[w]; ok && n.bytes >= 0 {
+		return cost(n.entries)
 	}
-	ctx, cancel := v.redisCtx(v.ctx)
-	defer cancel()
-	msg, n, err := readFirst(ctx)
-	if err == nil {
-		v.budget.spend(cost(n))
-	}
-	v.reads.finish(r, msg, err)
-	return msg, err == nil
+	return cost(limiter.MaxSnapshot)
+}
+
+// thinned reports whether periodic snapshots were put off lately: then they
+// cannot carry the clock.
+func (v *View) thinned() bool {
+	at := v.thinnedAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < thinnedFor
 }

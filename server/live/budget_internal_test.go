@@ -101,28 +101,39 @@ func TestSnapshotReadsKeepWithinTheBudget(t *testing.T) {
 }
 
 // TestOneReadPerWindowPerRound: a crowd joining one window at once shares
-// one read, and the snapshot loop publishes a read a viewer made moments
-// before instead of reading again.
+// one read; viewers that subscribe after it started share the next one,
+// which starts 50 ms after it; and the snapshot loop publishes a read a
+// viewer made moments before instead of reading again.
 func TestOneReadPerWindowPerRound(t *testing.T) {
 	f := &fullWindows{entries: 10}
 	v := New(Deps{Instance: "me", SnapshotBudget: DefaultSnapshotBudget, Policy: openPolicy, ReadWindows: f.read, CheckTimeout: time.Second})
 	w := Window{Key: "crowd", Policy: "open"}
 	sub := v.hub.Subscribe(w)
-	var wg sync.WaitGroup
-	var got atomic.Int64
-	for range 200 {
-		wg.Go(func() {
-			if snap, ok := v.snapshot(w); ok && len(snap) > 0 {
-				got.Add(1)
-			}
-		})
+	crowd := func(n int, since time.Time) int64 {
+		var wg sync.WaitGroup
+		var got atomic.Int64
+		for range n {
+			wg.Go(func() {
+				if snap, ok := v.snapshot(w, since); ok && len(snap) > 0 {
+					got.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		return got.Load()
 	}
-	wg.Wait()
-	if got.Load() != 200 || f.reads.Load() != 1 {
-		t.Fatalf("200 viewers joining at once: %d got a snapshot from %d reads, want 200 from 1", got.Load(), f.reads.Load())
+	if got := crowd(200, time.Now()); got != 200 || f.reads.Load() != 1 {
+		t.Fatalf("200 viewers joining at once: %d got a snapshot from %d reads, want 200 from 1", got, f.reads.Load())
+	}
+	start := time.Now()
+	if got := crowd(100, time.Now()); got != 100 || f.reads.Load() != 2 {
+		t.Fatalf("100 viewers joining after that read: %d got a snapshot from %d reads in all, want 100 from a second read", got, f.reads.Load())
+	}
+	if took := time.Since(start); took < snapshotCoalesce/2 {
+		t.Errorf("the second read came %v after the first, want about %v", took, snapshotCoalesce)
 	}
 	sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}})
-	if sizes[0].bytes <= 0 || f.reads.Load() != 1 {
+	if sizes[0].bytes <= 0 || f.reads.Load() != 2 {
 		t.Fatalf("the loop right after: sizes %v from %d reads, want the viewers' read published", sizes, f.reads.Load())
 	}
 	if msgs, _ := sub.Take(nil, 1<<20); len(msgs) != 1 {

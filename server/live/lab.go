@@ -2,6 +2,7 @@ package live
 
 import (
 	"context"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
@@ -101,7 +102,7 @@ func (v *View) LabReset(lab string) {
 // status, then every lab request and reset, the clock and the viewer count.
 func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 	w := labWindow(lab)
-	v.serve(conn, w, func() [][]byte {
+	v.serve(conn, w, func(since time.Time) [][]byte {
 		first := [][]byte{
 			encode(labHelloMsg{Type: TypeHello, Instance: v.d.Instance, Lab: lab, TickMs: v.d.TickInterval.Milliseconds()}),
 			*v.clock.status.Load(),
@@ -112,7 +113,7 @@ func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 		// Read like a window's snapshot: shared by a crowd that joins at
 		// once, within the budget. None: the stream brings what follows, and
 		// Redis's state is in the status.
-		snap, ok := v.firstRead(w, func(ctx context.Context) ([]byte, int, error) {
+		snap, ok := v.firstRead(w, since, func(ctx context.Context) ([]byte, int, error) {
 			rs, err := v.d.LabRequests(ctx, lab)
 			if err != nil {
 				return nil, 0, err

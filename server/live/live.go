@@ -3,9 +3,10 @@
 // every instance, which travel between instances through Redis Pub/Sub.
 //
 // One file per concern: events.go takes events in, clock.go reads Redis's clock,
-// snapshots.go reads windows, presence.go counts viewers across instances, bus.go is
-// the Redis Pub/Sub bridge, stream.go writes one viewer's WebSocket, and messages.go
-// defines every message once — but the decision message, which lives with the bus
+// snapshots.go reads windows (turns.go for large audiences, budget.go keeps the
+// reads within a budget, reads.go shares them), presence.go counts viewers across
+// instances, bus.go is the Redis Pub/Sub bridge, stream.go writes one viewer's
+// WebSocket, and messages.go defines every message once — but the decision message, which lives with the bus
 // protocol in package livebus, so Go services publish the same one. Fan-out itself is
 // the hub's (live/hub). The package knows nothing of the HTTP server: what it uses
 // comes in through Deps.

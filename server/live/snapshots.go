@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
-	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,16 +20,26 @@ const (
 	snapshotEvery    = time.Second
 )
 
-// snapshots remembers which windows changed since their last snapshot, and
-// which have a viewer that joined without one (the budget was spent).
+// snapshots remembers which windows changed since their last snapshot,
+// which have a viewer that joined without one (the budget was spent), and
+// how large the windows viewers read as they joined were.
 type snapshots struct {
 	mu    sync.Mutex
 	dirty map[Window]struct{}
 	fresh map[Window]struct{}
+	sized map[Window]readSize
 }
 
 func newSnapshots() snapshots {
-	return snapshots{dirty: map[Window]struct{}{}, fresh: map[Window]struct{}{}}
+	return snapshots{dirty: map[Window]struct{}{}, fresh: map[Window]struct{}{}, sized: map[Window]readSize{}}
+}
+
+// markSized records the size of a read made for a viewer that joined, so
+// the loop knows what reading w costs before it reads it.
+func (s *snapshots) markSized(w Window, n readSize) {
+	s.mu.Lock()
+	s.sized[w] = n
+	s.mu.Unlock()
 }
 
 func (s *snapshots) markDirty(w Window) {
@@ -46,14 +54,17 @@ func (s *snapshots) markFresh(w Window) {
 	s.mu.Unlock()
 }
 
-// take returns the windows changed, and those joined without a snapshot,
-// since the last call.
-func (s *snapshots) take() (dirty, fresh map[Window]struct{}) {
+// take returns the windows changed, those joined without a snapshot, and
+// those read for viewers that joined, since the last call.
+func (s *snapshots) take() (dirty, fresh map[Window]struct{}, sized map[Window]readSize) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	dirty, fresh = s.dirty, s.fresh
+	dirty, fresh, sized = s.dirty, s.fresh, s.sized
 	s.dirty, s.fresh = map[Window]struct{}{}, map[Window]struct{}{}
-	return dirty, fresh
+	if len(sized) > 0 {
+		s.sized = map[Window]readSize{}
+	}
+	return dirty, fresh, sized
 }
 
 // spacing is how far apart messages to n viewers of one window must be for the
@@ -141,7 +152,10 @@ func (v *View) snapshotLoop(ctx context.Context) {
 		}
 		now := time.Now()
 		v.reads.sweep(now)
-		dirty, fresh := v.snapshots.take()
+		dirty, fresh, sized := v.snapshots.take()
+		for w, n := range sized {
+			size[w] = n
+		}
 		watched = v.hub.Audiences(watched[:0])
 		ready = ready[:0]
 		for _, a := range watched {
@@ -236,45 +250,6 @@ func (v *View) remember(d snapshotDue, dirty map[Window]struct{}) {
 	}
 }
 
-// afford splits ds into what the budget lets this round read, most urgent
-// first, and what must wait, estimating each read by the window's last one.
-// When a periodic snapshot waits, the clock's ticks stop riding on them.
-func (v *View) afford(now time.Time, ds []snapshotDue, size map[Window]readSize) (read, later []snapshotDue) {
-	left := v.budget.left(now)
-	if math.IsInf(left, 1) {
-		return ds, nil
-	}
-	slices.SortStableFunc(ds, func(a, b snapshotDue) int {
-		if a.urgency != b.urgency {
-			return int(a.urgency - b.urgency)
-		}
-		return a.since.Compare(b.since)
-	})
-	spent := 0.0
-	for i, d := range ds {
-		if spent >= left {
-			for _, d := range ds[i:] {
-				if d.urgency != changed {
-					v.thinnedAt.Store(now.UnixNano())
-					break
-				}
-			}
-			return ds[:i], ds[i:]
-		}
-		if !isLab(d.w) {
-			spent += float64(cost(size[d.w].entries))
-		}
-	}
-	return ds, nil
-}
-
-// thinned reports whether periodic snapshots were put off lately: then they
-// cannot carry the clock.
-func (v *View) thinned() bool {
-	at := v.thinnedAt.Load()
-	return at != 0 && time.Since(time.Unix(0, at)) < thinnedFor
-}
-
 // phase is where in each second w's periodic snapshots fall: spread by a
 // hash of the window, so windows that appeared together are not read together.
 func phase(w Window) time.Duration {
@@ -289,22 +264,22 @@ func phase(w Window) time.Duration {
 // one's snapshot to its viewers (or the group due), a periodic one with the
 // tick it carries (clock.ride); it reports each one's size, bytes -1 for
 // those it could not read. A window a viewer read within snapshotCoalesce
-// is not read again: its read is published. Once a batch fails the rest are
-// left for a later round: while Redis is down, a round costs a few
-// timed-out reads, not one per window. What the reads cost is spent from the
-// budget.
+// is not read again: its read is published (recentReads.claim). Once a
+// batch fails the rest are left for a later round: while Redis is down, a
+// round costs a few timed-out reads, not one per window. What the reads
+// cost is spent from the budget.
 func (v *View) publishSnapshots(ctx context.Context, ds []snapshotDue) []readSize {
 	sizes := make([]readSize, len(ds))
 	now := time.Now()
 	var todo []int // the ds to read
 	claims := make([]*read, len(ds))
 	for i, d := range ds {
-		sizes[i].bytes = -1 // until read
-		if isLab(d.w) {     // no window to read: the tick alone
+		sizes[i].bytes = -1                       // until read
+		if _, ok := v.d.Policy(d.w.Policy); !ok { // a lab or an overview: the tick alone
 			todo = append(todo, i)
 			continue
 		}
-		r, mine := v.reads.claim(d.w, now, true)
+		r, mine := v.reads.claim(d.w, now)
 		if mine {
 			claims[i] = r
 			todo = append(todo, i)
@@ -394,11 +369,11 @@ func (v *View) publishSnapshot(d snapshotDue, snap []byte) {
 // exists.
 var errUnknownPolicy = errors.New("unknown policy")
 
-// snapshot is the first snapshot of a viewer that joins w: read within the
-// check timeout, or shared with a read of w made within snapshotCoalesce;
-// false when none is sent now (firstRead).
-func (v *View) snapshot(w Window) ([]byte, bool) {
-	return v.firstRead(w, func(ctx context.Context) ([]byte, int, error) {
+// snapshot is the first snapshot of a viewer that subscribed to w at since:
+// read within the check timeout, or shared with other viewers'; false when
+// none is sent now (firstRead).
+func (v *View) snapshot(w Window, since time.Time) ([]byte, bool) {
+	return v.firstRead(w, since, func(ctx context.Context) ([]byte, int, error) {
 		msgs, entries, errs := v.readSnapshots(ctx, []Window{w})
 		return msgs[0], entries[0], errs[0]
 	})
