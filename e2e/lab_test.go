@@ -195,6 +195,49 @@ func TestLabTwoTabs(t *testing.T) {
 	}
 }
 
+// TestLabNeedsTheToken: on a server with --api-token (and no --public-lab)
+// the lab page says the lab needs the token and asks for it; a run without
+// it, or with a wrong one, shows why it failed, and with the token it runs.
+func TestLabNeedsTheToken(t *testing.T) {
+	e := start(t, "--api-token", "lab-secret")
+	tb := openTab(t, browser(t), "tab")
+	tb.openLab(labURL(e.app.URL, e.key, 3, 5, "burst"))
+	notice := evaluate[string](tb, `(document.querySelector('[data-testid="lab-locked"]') || {}).textContent || ''`)
+	if !strings.Contains(notice, "API token") || !strings.Contains(notice, "--public-lab") {
+		t.Fatalf("the lab page's notice %q does not say the lab needs the API token", notice)
+	}
+	labError := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			got := evaluate[string](tb, `document.getElementById('lab-error').hidden ? '' : document.getElementById('lab-error').textContent`)
+			if strings.Contains(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the lab's error reads %q, want it to say %q", got, want)
+			}
+			time.Sleep(pollEvery)
+		}
+	}
+	tb.click("lab-run")
+	labError("needs the API token")
+	tb.run("type a wrong token", chromedp.SetValue(byTestID("lab-token"), "wrong"))
+	tb.click("lab-run")
+	labError("401")
+	// The browser logs the 401 it was meant to get as an error; nothing else.
+	problems, _ := tb.console.take()
+	for _, p := range problems {
+		if !strings.Contains(p, "status of 401 (Unauthorized)") {
+			t.Errorf("%s: %s", tb.name, p)
+		}
+	}
+	tb.run("type the token", chromedp.SetValue(byTestID("lab-token"), "lab-secret"))
+	if s := tb.runLab(6, waitTimeout); s.Counts["log"] != "3" {
+		t.Errorf("a burst of 6 under 3 per 5 s with the token: log allowed %s, want 3", s.Counts["log"])
+	}
+}
+
 // TestModuleLabModel: the lab's counts, its max in any sliding window (an
 // entry exactly one window older is out), disagreements with the log, the
 // axis of whole windows, and one mark per request id.

@@ -29,6 +29,7 @@ type app struct {
 	overview *overview.Overview // the traffic of every policy, across instances
 	// labRecent keeps each lab's recent requests for the tabs that join.
 	labRecent labRecent
+	labs      labRegistry        // the cap on labs held in Redis (--max-labs)
 	ready     *readiness.Monitor // whether Redis accepts writes: /readyz, gRPC health
 	races     races
 	viewers   *slots[string] // WebSocket viewers per client address (ClientAddr)

@@ -16,6 +16,8 @@ const sandboxPolicy = limiter.DemoPolicy
 // authorizer holds the tokens of SPEC §3.
 type authorizer struct {
 	adminToken, apiToken string
+	// publicLab keeps the lab open to anyone when an API token is set.
+	publicLab bool
 }
 
 // authorize applies SPEC §3's rules. Resets (admin) of non-demo windows need
@@ -79,4 +81,21 @@ func (a authorizer) authorizeOverview(c echo.Context, policy string) error {
 		return nil
 	}
 	return unauthorized("the overview of a non-demo policy names its clients: it needs Authorization: Bearer <admin token>")
+}
+
+// labLocked reports whether the lab's checks and resets need a token: with
+// an API token configured, unless --public-lab says the lab stays public.
+func (a authorizer) labLocked() bool { return a.apiToken != "" && !a.publicLab }
+
+// authorizeLab applies the lab's rule: open to anyone unless labLocked, then
+// the API (or admin) token, as for a non-demo check. Each new lab is new
+// state in Redis, which a server that closes its API to strangers closes too.
+func (a authorizer) authorizeLab(c echo.Context) error {
+	if !a.labLocked() {
+		return nil
+	}
+	if got, ok := bearer(c.Request()); ok && (tokenEqual(got, a.apiToken) || (a.adminToken != "" && tokenEqual(got, a.adminToken))) {
+		return nil
+	}
+	return unauthorized("the lab on this server needs Authorization: Bearer <api token> (it runs with --api-token and without --public-lab)")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // Defaults that run the demo with no configuration at all.
@@ -72,6 +73,14 @@ type Config struct {
 	// MaxViewers and MaxViewersPerClient cap the WebSocket viewers of this
 	// instance and of one client address; 0: no cap.
 	MaxViewers, MaxViewersPerClient int
+	// MaxLabs caps the labs whose state Redis holds at once, across every
+	// instance; 0: no cap.
+	MaxLabs int
+	// PublicLab keeps the lab open to anyone when an API token is set.
+	PublicLab bool
+	// SnapshotBudget is how many window entries a second this instance's
+	// snapshots may read from Redis; 0: no budget.
+	SnapshotBudget int
 	// DurableReplicas is how many replicas must hold an allowed decision
 	// before it is answered (WAIT); 0: none (SPEC §10).
 	DurableReplicas int
@@ -164,6 +173,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.IntVar(&cfg.MaxConnsPerClient, "max-conns-per-client", envInt("RATESCOPE_MAX_CONNS_PER_CLIENT", defaultMaxConnsPerClient), "the most TCP connections one client address may hold; trusted proxies are exempt; 0: no cap (RATESCOPE_MAX_CONNS_PER_CLIENT)")
 	fs.IntVar(&cfg.MaxViewers, "max-viewers", envInt("RATESCOPE_MAX_VIEWERS", defaultMaxViewers), "the most WebSocket viewers this instance serves; 0: no cap (RATESCOPE_MAX_VIEWERS)")
 	fs.IntVar(&cfg.MaxViewersPerClient, "max-viewers-per-client", envInt("RATESCOPE_MAX_VIEWERS_PER_CLIENT", defaultMaxViewersPerClient), "the most WebSocket viewers one client address may open; 0: no cap (RATESCOPE_MAX_VIEWERS_PER_CLIENT)")
+	fs.IntVar(&cfg.MaxLabs, "max-labs", envInt("RATESCOPE_MAX_LABS", defaultMaxLabs), "the most labs Redis holds at once, across every instance; a new lab beyond it gets 503; 0: no cap (RATESCOPE_MAX_LABS)")
+	fs.BoolVar(&cfg.PublicLab, "public-lab", envBool("RATESCOPE_PUBLIC_LAB"), "keep the lab open to anyone when --api-token is set (RATESCOPE_PUBLIC_LAB)")
+	fs.IntVar(&cfg.SnapshotBudget, "snapshot-budget", envInt("RATESCOPE_SNAPSHOT_BUDGET", live.DefaultSnapshotBudget), "window entries a second this instance's snapshots may read from Redis; beyond it snapshots come further apart; 0: no budget (RATESCOPE_SNAPSHOT_BUDGET)")
 	fs.IntVar(&cfg.DurableReplicas, "durable-replicas", envInt("RATESCOPE_DURABLE_REPLICAS", 0), "answer an allowed check only once this many replicas hold it (WAIT, within the check timeout); 0: don't wait (RATESCOPE_DURABLE_REPLICAS)")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -225,6 +237,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		{"max-conns-per-client", "RATESCOPE_MAX_CONNS_PER_CLIENT", cfg.MaxConnsPerClient},
 		{"max-viewers", "RATESCOPE_MAX_VIEWERS", cfg.MaxViewers},
 		{"max-viewers-per-client", "RATESCOPE_MAX_VIEWERS_PER_CLIENT", cfg.MaxViewersPerClient},
+		{"max-labs", "RATESCOPE_MAX_LABS", cfg.MaxLabs},
+		{"snapshot-budget", "RATESCOPE_SNAPSHOT_BUDGET", cfg.SnapshotBudget},
 	} {
 		if c.n < 0 {
 			errs = append(errs, fmt.Errorf("%s: want 0 (no cap) or more", setting(c.flag, c.env, strconv.Itoa(c.n))))

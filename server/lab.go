@@ -91,11 +91,14 @@ func (p *params) required(name string, lo, hi int) int {
 // labGuardPolicy bounds each client's lab checks: a lab is open to anyone and
 // each check runs five scripts, so one client cannot keep Redis busy with
 // them. The busiest traffic the page sends — boundary at limit 100 with its
-// three retries, 600 checks — fits five times a minute. Its name, like
-// labPolicy's, is one no configured policy can have.
+// three retries, 600 checks — fits five times a minute. A cell rate (gcra)
+// keeps one timestamp per client where a log would keep an entry per check:
+// the guard's own state stays ~100 bytes per address however many checks it
+// counts. Its name, like labPolicy's, is one no configured policy can have.
 var labGuardPolicy = limiter.Policy{
-	Name:  "@lab-guard",
-	Rules: []limiter.Rule{{Limit: 3000, Window: time.Minute}},
+	Name:      "@lab-guard",
+	Rules:     []limiter.Rule{{Limit: 3000, Window: time.Minute}},
+	Algorithm: limiter.GCRA,
 }
 
 // labGuard spends one of the client's lab checks — the client address as
@@ -111,13 +114,16 @@ func (a *app) labGuard(ctx context.Context, c echo.Context) error {
 	if err != nil || !d.Denied() {
 		return nil
 	}
+	a.metrics.labRefused.WithLabelValues(refusedClient).Inc()
 	return newProblem(http.StatusTooManyRequests, fmt.Sprintf(
 		"this client sent more than %d lab checks in a minute; retry in %d ms", labGuardPolicy.Rules[0].Limit, d.RetryAfterMs)).
 		withHeader("Retry-After", httplimit.RetryAfter(d.RetryAfterMs))
 }
 
 // handleLabCheck decides one request under all five algorithms for one rule,
-// in one round trip: POST /api/v1/lab/check. Labs are a sandbox: no token.
+// in one round trip: POST /api/v1/lab/check. Labs are a sandbox: no token,
+// unless an API token closes them (authorizeLab). A new lab beyond
+// --max-labs is refused; labs already running go on.
 func handleLabCheck(a *app) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldLab, fieldLimit, fieldWindowMs, fieldCost)
@@ -135,11 +141,23 @@ func handleLabCheck(a *app) echo.HandlerFunc {
 		if err := p.problem(); err != nil {
 			return err
 		}
-		// One deadline for the budget and the decision.
+		if err := a.auth.authorizeLab(c); err != nil {
+			return err
+		}
+		// One deadline for the budget, the place and the decision.
 		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
 		defer cancel()
 		if err := a.labGuard(ctx, c); err != nil {
 			return err
+		}
+		ok, retryMs, err := a.labs.admit(ctx, lab, int64(windowMs))
+		switch {
+		case err != nil:
+			a.metrics.redisErrors.WithLabelValues("lab").Inc()
+			return unavailable("failed to decide in Redis; try again shortly")
+		case !ok:
+			a.metrics.labRefused.WithLabelValues(refusedLabs).Inc()
+			return labsFull(a.labs.max, retryMs)
 		}
 		ds, err := a.lim.AllowEach(ctx, labKey(lab), labPolicies(limit, int64(windowMs)), cost)
 		if err != nil {
@@ -164,6 +182,9 @@ func handleLabReset(a *app) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		lab, err := readLab(c)
 		if err != nil {
+			return err
+		}
+		if err := a.auth.authorizeLab(c); err != nil {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
@@ -217,7 +238,7 @@ func handleLabPage(a *app) echo.HandlerFunc {
 			Lab: lab, Limit: limit, WindowS: window, Traffic: traffic, NameMax: labMaxName,
 			Keys:   redisdata.StateKey(labKey(lab), labPolicy, "…"),
 			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
-			Facts: pageFacts,
+			Facts: pageFacts, TokenRequired: a.auth.labLocked(),
 		}
 		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
 		c.Response().Header().Set("Cache-Control", "no-store")

@@ -23,6 +23,7 @@ const (
 const (
 	refusedClient   = "client"   // the client holds its cap
 	refusedInstance = "instance" // the instance holds its cap
+	refusedLabs     = "labs"     // Redis holds --max-labs labs
 )
 
 // slots counts what each client holds of something capped per client and in

@@ -25,6 +25,7 @@ type metrics struct {
 	connsRefused     prometheus.Counter
 	viewers          prometheus.Gauge
 	wsRefused        *prometheus.CounterVec
+	labRefused       *prometheus.CounterVec
 	wsDropped        prometheus.Counter
 	pubsubDropped    prometheus.Counter
 	pubsubReconnects prometheus.Counter
@@ -90,6 +91,10 @@ func newMetrics() *metrics {
 			Name: "ratescope_ws_refused_total",
 			Help: "WebSocket upgrades refused with 503, by reason: client (the client address held --max-viewers-per-client) or instance (this instance held --max-viewers).",
 		}, []string{"reason"}),
+		labRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratescope_lab_refused_total",
+			Help: "Lab checks refused, by reason: client (429: the client address sent its lab checks for the minute) or labs (503: Redis held --max-labs labs and this one was new).",
+		}, []string{"reason"}),
 		viewers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "ratescope_ws_viewers",
 			Help: "WebSocket connections watching a window on this instance.",
@@ -149,11 +154,13 @@ func newMetrics() *metrics {
 	m.configReloads.WithLabelValues("error")
 	m.wsRefused.WithLabelValues(refusedClient)
 	m.wsRefused.WithLabelValues(refusedInstance)
+	m.labRefused.WithLabelValues(refusedClient)
+	m.labRefused.WithLabelValues(refusedLabs)
 	for _, op := range redisOps {
 		m.redisErrors.WithLabelValues(op)
 	}
 	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
-		m.connsRefused, m.viewers, m.wsRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
+		m.connsRefused, m.viewers, m.wsRefused, m.labRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		m.redisUp, m.reloadSuccessful, m.reloadSuccessAt, m.httpRequests, m.httpDuration, m.grpcRequests, m.envoyHits, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -175,6 +175,7 @@ func withHeaders(base []string, more ...string) []string { return append(slices.
 func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	app := startApp(t, map[string]string{
 		"RATESCOPE_ADMIN_TOKEN": "adm", "RATESCOPE_API_TOKEN": "api", "RATESCOPE_MAX_VIEWERS_PER_CLIENT": "1",
+		"RATESCOPE_MAX_LABS": "1",
 	}, "--config", writeConfig(t, openAPIConfig))
 	_, router := apiDoc(t, app)
 	u := app.URL
@@ -239,10 +240,14 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	}
 	must(t, router, 200, first)
 	must(t, router, 409, second)
-	must(t, router, 200, call(t, "POST", u+"/api/v1/lab/check", `{"lab":"oa","limit":3,"windowMs":10000}`))
+	// The lab needs the API token here (no --public-lab), and holds one lab.
+	must(t, router, 200, call(t, "POST", u+"/api/v1/lab/check", `{"lab":"oa","limit":3,"windowMs":10000}`, api...))
+	must(t, router, 401, call(t, "POST", u+"/api/v1/lab/check", `{"lab":"oa","limit":3,"windowMs":10000}`))
+	must(t, router, 503, call(t, "POST", u+"/api/v1/lab/check", `{"lab":"oa-2","limit":3,"windowMs":10000}`, api...))
 	must(t, router, 400, call(t, "POST", u+"/api/v1/lab/check", `{"lab":"oa","limit":0,"windowMs":10}`))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/lab/check", big))
-	must(t, router, 204, call(t, "DELETE", u+"/api/v1/lab?lab=oa", ""))
+	must(t, router, 204, call(t, "DELETE", u+"/api/v1/lab?lab=oa", "", api...))
+	must(t, router, 401, call(t, "DELETE", u+"/api/v1/lab?lab=oa", ""))
 	must(t, router, 400, call(t, "DELETE", u+"/api/v1/lab?lab=bad%20lab", ""))
 
 	// Forward auth: allowed, denied, a missing key, and a request no route matches.

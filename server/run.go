@@ -125,15 +125,16 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	recent := labRecent{rdb: rdb, timeout: cfg.CheckTimeout}
 	// The live view comes first: every entry point's checks report to it.
 	view := live.New(live.Deps{
-		Redis:        rdb,
-		ReadWindows:  lim.Windows,
-		Policy:       store.lookup,
-		LabRequests:  recent.read,
-		Instance:     instance,
-		TickInterval: cfg.TickInterval,
-		CheckTimeout: cfg.CheckTimeout,
-		Log:          log,
-		Metrics:      m.live(),
+		Redis:          rdb,
+		ReadWindows:    lim.Windows,
+		Policy:         store.lookup,
+		LabRequests:    recent.read,
+		Instance:       instance,
+		TickInterval:   cfg.TickInterval,
+		SnapshotBudget: cfg.SnapshotBudget,
+		CheckTimeout:   cfg.CheckTimeout,
+		Log:            log,
+		Metrics:        m.live(),
 	})
 	// The overview counts every check too, on this instance, with no Redis.
 	traffic := overview.New(overview.Deps{
@@ -165,13 +166,14 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		store:     store,
 		lim:       lim,
 		checker:   checker,
-		auth:      authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken},
+		auth:      authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken, publicLab: cfg.PublicLab},
 		rdb:       rdb,
 		log:       log,
 		metrics:   m,
 		instance:  instance,
 		live:      view,
 		labRecent: recent,
+		labs:      labRegistry{rdb: rdb, max: cfg.MaxLabs},
 		overview:  traffic,
 		ready:     ready,
 		viewers:   newSlots[string](cfg.MaxViewersPerClient, cfg.MaxViewers),

@@ -129,6 +129,12 @@ type crowd struct {
 // each watching a window of its own, and closes them when the test ends.
 func openCrowd(t *testing.T, addr string, n, perClient int) *crowd {
 	t.Helper()
+	return openCrowdAt(t, addr, n, perClient, func(i int) string { return fmt.Sprintf("/ws?policy=demo&key=crowd-%d", i) })
+}
+
+// openCrowdAt is openCrowd with viewer i watching the stream at path(i).
+func openCrowdAt(t *testing.T, addr string, n, perClient int, path func(i int) string) *crowd {
+	t.Helper()
 	c := &crowd{}
 	var mu sync.Mutex
 	var conns []net.Conn
@@ -145,7 +151,7 @@ func openCrowd(t *testing.T, addr string, n, perClient int) *crowd {
 	for range 32 {
 		wg.Go(func() {
 			for i := int(next.Add(1)) - 1; i < n && failed.Load() == nil; i = int(next.Add(1)) - 1 {
-				conn, br, resp, err := dialStream(addr, crowdAddr(i/perClient), fmt.Sprintf("/ws?policy=demo&key=crowd-%d", i))
+				conn, br, resp, err := dialStream(addr, crowdAddr(i/perClient), path(i))
 				if err == nil && resp.StatusCode != http.StatusSwitchingProtocols {
 					err = fmt.Errorf("viewer %d: %s", i, resp.Status)
 				}

@@ -15,6 +15,10 @@ type LabPage struct {
 	Instance     string
 	AssetVersion string
 	Facts        Facts
+	// TokenRequired says the lab's checks need the API token (the server
+	// runs with --api-token and without --public-lab): the page says so and
+	// asks for it, instead of failing on its first request.
+	TokenRequired bool
 }
 
 // LabTraffic are the lab's traffic shapes, as the select offers them.

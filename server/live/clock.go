@@ -133,12 +133,12 @@ func (v *View) tickLoop(ctx context.Context) {
 		tick := TickMessage(ms)
 		n := v.hub.Total()
 		every := tickShare(n, v.d.TickInterval)
-		if every == 0 && !v.snapshotsFailing.Load() {
+		if every == 0 && !v.snapshotsFailing.Load() && !v.thinned() {
 			v.clock.ride.Store(&tick)
 			continue
 		}
 		v.clock.ride.Store(nil)
-		if every == 0 { // the snapshots are not going out: the clock goes alone
+		if every == 0 { // the snapshots are not going out, or not each second: the clock goes alone
 			every = uint64(tickAtLeast / v.d.TickInterval)
 		}
 		if n > 0 {

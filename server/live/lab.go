@@ -1,6 +1,9 @@
 package live
 
 import (
+	"context"
+	"time"
+
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
@@ -99,7 +102,7 @@ func (v *View) LabReset(lab string) {
 // status, then every lab request and reset, the clock and the viewer count.
 func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 	w := labWindow(lab)
-	v.serve(conn, w, func() [][]byte {
+	v.serve(conn, w, func(since time.Time) [][]byte {
 		first := [][]byte{
 			encode(labHelloMsg{Type: TypeHello, Instance: v.d.Instance, Lab: lab, TickMs: v.d.TickInterval.Milliseconds()}),
 			*v.clock.status.Load(),
@@ -107,10 +110,19 @@ func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 		if v.d.LabRequests == nil {
 			return first
 		}
-		rs, err := v.d.LabRequests(v.ctx, lab)
-		if err != nil {
-			return first // the stream brings what follows; Redis's state is in the status
+		// Read like a window's snapshot: shared by a crowd that joins at
+		// once, within the budget. None: the stream brings what follows, and
+		// Redis's state is in the status.
+		snap, ok := v.firstRead(w, since, func(ctx context.Context) ([]byte, int, error) {
+			rs, err := v.d.LabRequests(ctx, lab)
+			if err != nil {
+				return nil, 0, err
+			}
+			return encode(labSnapshotMsg{Type: TypeLabSnapshot, Lab: lab, Requests: rs, NowMs: v.nowMs()}), len(rs), nil
+		})
+		if !ok {
+			return first
 		}
-		return append(first, encode(labSnapshotMsg{Type: TypeLabSnapshot, Lab: lab, Requests: rs, NowMs: v.nowMs()}))
+		return append(first, snap)
 	})
 }

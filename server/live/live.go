@@ -3,9 +3,10 @@
 // every instance, which travel between instances through Redis Pub/Sub.
 //
 // One file per concern: events.go takes events in, clock.go reads Redis's clock,
-// snapshots.go reads windows, presence.go counts viewers across instances, bus.go is
-// the Redis Pub/Sub bridge, stream.go writes one viewer's WebSocket, and messages.go
-// defines every message once — but the decision message, which lives with the bus
+// snapshots.go reads windows (turns.go for large audiences, budget.go keeps the
+// reads within a budget, reads.go shares them), presence.go counts viewers across
+// instances, bus.go is the Redis Pub/Sub bridge, stream.go writes one viewer's
+// WebSocket, and messages.go defines every message once — but the decision message, which lives with the bus
 // protocol in package livebus, so Go services publish the same one. Fan-out itself is
 // the hub's (live/hub). The package knows nothing of the HTTP server: what it uses
 // comes in through Deps.
@@ -51,6 +52,9 @@ type Deps struct {
 	Instance string
 	// TickInterval is the fastest rate at which viewers get the clock.
 	TickInterval time.Duration
+	// SnapshotBudget is how many window entries a second snapshots may read
+	// from Redis (DefaultSnapshotBudget); 0: no budget.
+	SnapshotBudget int
 	// CheckTimeout bounds the live view's Redis calls, but the clock's reads
 	// and the periodic snapshots' batches, which may take a second: one late
 	// answer from a busy Redis is not an outage.
@@ -104,9 +108,14 @@ type View struct {
 	// snapshotsFailing is set while the last round of periodic snapshots
 	// failed to read Redis, so ticks must not rely on them.
 	snapshotsFailing atomic.Bool
-	presence         presence
-	outbox           *bus.Outbox // events for other instances
-	presenceOut      *bus.Outbox // viewer counts for other instances
+	budget           *readBudget // what snapshots may read from Redis
+	reads            recentReads // reads of a window shared within snapshotCoalesce
+	// thinnedAt is when a periodic snapshot was last put off for the budget
+	// (UnixNano; 0: never), so ticks do not rely on them.
+	thinnedAt   atomic.Int64
+	presence    presence
+	outbox      *bus.Outbox // events for other instances
+	presenceOut *bus.Outbox // viewer counts for other instances
 
 	// order makes this instance's viewers and the other instances see its events
 	// in one order: publishing to the hub and queueing for Redis happen together.
@@ -126,7 +135,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), outbox: bus.NewOutbox(bus.DefaultQueueSize), presenceOut: bus.NewOutbox(2 * presenceRound)}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), budget: newReadBudget(d.SnapshotBudget), reads: newRecentReads(), outbox: bus.NewOutbox(bus.DefaultQueueSize), presenceOut: bus.NewOutbox(2 * presenceRound)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()

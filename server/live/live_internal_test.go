@@ -181,7 +181,7 @@ func TestPeriodicSnapshotsCarryTheTick(t *testing.T) {
 		return out
 	}
 
-	if sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}, {w: lab, groups: 1, periodic: true}}); sizes[0] <= 0 || sizes[1] != 0 {
+	if sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}, {w: lab, groups: 1, periodic: true}}); sizes[0].bytes <= 0 || sizes[1].bytes != 0 {
 		t.Fatalf("sizes %v, want the window's snapshot and none for the lab", sizes)
 	}
 	if got := types(ws); !slices.Equal(got, []string{TypeTick, TypeSnapshot}) {
@@ -195,7 +195,7 @@ func TestPeriodicSnapshotsCarryTheTick(t *testing.T) {
 		t.Errorf("after a change the viewer took %v, want the snapshot alone", got)
 	}
 	fail = true
-	if sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}}); sizes[0] != -1 || !v.snapshotsFailing.Load() {
+	if sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}}); sizes[0].bytes != -1 || !v.snapshotsFailing.Load() {
 		t.Errorf("with Redis failing: sizes %v, snapshotsFailing %v; want -1, true", sizes, v.snapshotsFailing.Load())
 	}
 }

@@ -1,6 +1,10 @@
 package live
 
-import "github.com/coder/websocket"
+import (
+	"time"
+
+	"github.com/coder/websocket"
+)
 
 // The traffic overview (SPEC §11) streams through the same hub as windows do,
 // so its viewers count against the same caps, get the clock and the Redis
@@ -19,7 +23,7 @@ func (v *View) NowMs() int64 { return v.nowMs() }
 // first the Redis status and the overview message first returns, then every
 // overview PublishOverview sends, the clock and the viewer count.
 func (v *View) ServeOverview(conn *websocket.Conn, policy string, first func() []byte) {
-	v.serve(conn, overviewWindow(policy), func() [][]byte {
+	v.serve(conn, overviewWindow(policy), func(time.Time) [][]byte {
 		return [][]byte{*v.clock.status.Load(), first()}
 	})
 }

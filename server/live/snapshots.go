@@ -20,13 +20,27 @@ const (
 	snapshotEvery    = time.Second
 )
 
-// snapshots remembers which windows changed since their last snapshot.
+// snapshots remembers which windows changed since their last snapshot,
+// which have a viewer that joined without one (the budget was spent), and
+// how large the windows viewers read as they joined were.
 type snapshots struct {
 	mu    sync.Mutex
 	dirty map[Window]struct{}
+	fresh map[Window]struct{}
+	sized map[Window]readSize
 }
 
-func newSnapshots() snapshots { return snapshots{dirty: map[Window]struct{}{}} }
+func newSnapshots() snapshots {
+	return snapshots{dirty: map[Window]struct{}{}, fresh: map[Window]struct{}{}, sized: map[Window]readSize{}}
+}
+
+// markSized records the size of a read made for a viewer that joined, so
+// the loop knows what reading w costs before it reads it.
+func (s *snapshots) markSized(w Window, n readSize) {
+	s.mu.Lock()
+	s.sized[w] = n
+	s.mu.Unlock()
+}
 
 func (s *snapshots) markDirty(w Window) {
 	s.mu.Lock()
@@ -34,13 +48,23 @@ func (s *snapshots) markDirty(w Window) {
 	s.mu.Unlock()
 }
 
-// takeDirty returns the windows changed since the last call.
-func (s *snapshots) takeDirty() map[Window]struct{} {
+func (s *snapshots) markFresh(w Window) {
+	s.mu.Lock()
+	s.fresh[w] = struct{}{}
+	s.mu.Unlock()
+}
+
+// take returns the windows changed, those joined without a snapshot, and
+// those read for viewers that joined, since the last call.
+func (s *snapshots) take() (dirty, fresh map[Window]struct{}, sized map[Window]readSize) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := s.dirty
-	s.dirty = map[Window]struct{}{}
-	return d
+	dirty, fresh, sized = s.dirty, s.fresh, s.sized
+	s.dirty, s.fresh = map[Window]struct{}{}, map[Window]struct{}{}
+	if len(sized) > 0 {
+		s.sized = map[Window]readSize{}
+	}
+	return dirty, fresh, sized
 }
 
 // spacing is how far apart messages to n viewers of one window must be for the
@@ -81,58 +105,6 @@ const (
 	snapshotTimeout = time.Second
 )
 
-// A window with a large audience takes its snapshots in turns, once a second
-// each: its viewers fall in groups of about groupViewers, and each 50 ms round
-// serves one group, so no round writes a snapshot to every viewer at once and
-// a decision that arrives meanwhile waits behind a few hundred writes, not
-// thousands. Changes reach these viewers in their decisions as they happen;
-// the snapshot that follows is the next one their group is sent. A window of
-// up to groupViewers viewers (one group) gets its change-driven snapshots.
-const (
-	groupViewers = 250
-	maxGroups    = int(snapshotEvery / snapshotCoalesce)
-)
-
-// groups is how many groups n viewers of one window form: 1 up to groupViewers.
-func groups(n int) int {
-	return min(maxGroups, max(1, (n+groupViewers-1)/groupViewers))
-}
-
-// turns is a large window's snapshot state: which group is next and when each
-// group's last snapshot went out.
-type turns struct {
-	of   int // the number of groups these turns are for
-	next int
-	last [maxGroups]time.Time
-}
-
-// regroup returns turns for g groups that continue old (nil when the window
-// was small, sent being its last snapshot, zero if it had none): each new
-// group counts from the oldest snapshot any viewer may have had, so regrouping
-// while a crowd arrives never leaves a viewer more than a second without one.
-func regroup(old *turns, g int, now, sent time.Time) *turns {
-	oldest := now
-	if old != nil {
-		for _, at := range old.last[:old.of] {
-			oldest = minTime(oldest, at)
-		}
-	} else if !sent.IsZero() {
-		oldest = minTime(oldest, sent)
-	}
-	tw := &turns{of: g}
-	for i := range g {
-		tw.last[i] = oldest
-	}
-	return tw
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
 // snapshotDue is one snapshot to publish: to a window's viewers, or to one
 // group of them (group of groups; groups 1 is everyone).
 type snapshotDue struct {
@@ -140,17 +112,35 @@ type snapshotDue struct {
 	group, groups int
 	periodic      bool
 	at            time.Time // when it was due
+	// urgency orders what the budget affords: a viewer without a snapshot
+	// first, then periodic snapshots, then change-driven ones; within each,
+	// the one waiting longest (since) first.
+	urgency urgency
+	since   time.Time
 }
+
+type urgency int
+
+const (
+	joined urgency = iota
+	periodic
+	changed
+)
+
+// readSize is what one read brought: the message's bytes (-1: not read)
+// and the window's entries.
+type readSize struct{ bytes, entries int }
 
 // snapshotLoop sends each watched window's snapshot when it is due. Every
 // window keeps a phase of its own within the second, so thousands of windows
 // are read a few at a time all through the second, never all in one burst
-// whose last window waits for all the others.
+// whose last window waits for all the others. A round reads what the budget
+// affords (afford); the rest stays due for the next round.
 func (v *View) snapshotLoop(ctx context.Context) {
 	t := time.NewTicker(snapshotCoalesce)
 	defer t.Stop()
 	sent := map[Window]time.Time{} // when each window's last snapshot was due
-	size := map[Window]int{}       // and how large it was
+	size := map[Window]readSize{}  // and how large it was
 	large := map[Window]*turns{}   // the windows whose viewers take turns
 	var ready []snapshotDue
 	var watched []hub.Audience[Window]
@@ -161,7 +151,11 @@ func (v *View) snapshotLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		now := time.Now()
-		dirty := v.snapshots.takeDirty()
+		v.reads.sweep(now)
+		dirty, fresh, sized := v.snapshots.take()
+		for w, n := range sized {
+			size[w] = n
+		}
 		watched = v.hub.Audiences(watched[:0])
 		ready = ready[:0]
 		for _, a := range watched {
@@ -178,41 +172,47 @@ func (v *View) snapshotLoop(ctx context.Context) {
 				// Sent when waiting for the group's next turn would leave its
 				// viewers more than a second without a snapshot.
 				if now.Add(time.Duration(g)*snapshotCoalesce).Sub(tw.last[i]) > snapshotEvery+snapshotCoalesce/2 {
-					ready = append(ready, snapshotDue{w: w, group: i, groups: g, periodic: true, at: now})
+					ready = append(ready, snapshotDue{w: w, group: i, groups: g, periodic: true, at: now, urgency: periodic, since: tw.last[i]})
 				}
 				continue
 			}
 			delete(large, w)
-			_, changed := dirty[w]
+			_, isDirty := dirty[w]
+			_, isFresh := fresh[w]
 			last, seen := sent[w]
 			if !seen { // its viewers got one on connect; the next comes within a second
 				last = now.Add(-phase(w))
 				sent[w] = last
 			}
 			switch {
+			case isFresh:
+				ready = append(ready, snapshotDue{w: w, groups: 1, at: now, urgency: joined})
 			case due(now, last, snapshotEvery):
 				next := last.Add(snapshotEvery)
 				for now.Sub(next) >= snapshotEvery { // missed rounds are skipped, the phase kept
 					next = next.Add(snapshotEvery)
 				}
-				ready = append(ready, snapshotDue{w: w, groups: 1, periodic: true, at: next})
-			case changed && due(now, last, min(snapshotSpacing(n, size[w]), snapshotEvery)):
-				ready = append(ready, snapshotDue{w: w, groups: 1, at: now})
-			case changed:
+				ready = append(ready, snapshotDue{w: w, groups: 1, periodic: true, at: next, urgency: periodic, since: last})
+			case isDirty && due(now, last, min(snapshotSpacing(n, size[w].bytes), snapshotEvery)):
+				ready = append(ready, snapshotDue{w: w, groups: 1, at: now, urgency: changed, since: last})
+			case isDirty:
 				v.snapshots.markDirty(w) // not yet: keep it for a later round
 			}
+		}
+		var later []snapshotDue
+		ready, later = v.afford(now, ready, size)
+		for _, d := range later { // put off: still due next round
+			v.remember(d, dirty)
 		}
 		for i, n := range v.publishSnapshots(ctx, ready) {
 			d := ready[i]
 			switch {
-			case n >= 0 && d.groups > 1:
+			case n.bytes >= 0 && d.groups > 1:
 				large[d.w].last[d.group] = d.at
-			case n >= 0:
+			case n.bytes >= 0:
 				sent[d.w], size[d.w] = d.at, n
-			case d.groups == 1:
-				if _, changed := dirty[d.w]; changed {
-					v.snapshots.markDirty(d.w) // Redis failed: try again next round
-				}
+			default: // Redis failed: try again next round
+				v.remember(d, dirty)
 			} // a group whose read failed is overdue at its next turn
 		}
 		if len(sent)+len(large) > len(watched) { // forget windows nobody watches any more
@@ -236,6 +236,20 @@ func (v *View) snapshotLoop(ctx context.Context) {
 	}
 }
 
+// remember keeps a snapshot not sent this round for a later one: a change
+// stays dirty, a joined viewer stays without one. A periodic snapshot needs
+// nothing: it stays due until sent.
+func (v *View) remember(d snapshotDue, dirty map[Window]struct{}) {
+	switch {
+	case d.urgency == joined:
+		v.snapshots.markFresh(d.w)
+	case d.groups == 1:
+		if _, ok := dirty[d.w]; ok {
+			v.snapshots.markDirty(d.w)
+		}
+	}
+}
+
 // phase is where in each second w's periodic snapshots fall: spread by a
 // hash of the window, so windows that appeared together are not read together.
 func phase(w Window) time.Duration {
@@ -246,19 +260,44 @@ func phase(w Window) time.Duration {
 	return time.Duration(h.Sum32()) % snapshotEvery
 }
 
-// publishSnapshots reads the windows of ds, in batches, and publishes each one's snapshot to its viewers
-// (or the group due), a periodic one with the tick it carries (clock.ride); it
-// reports each one's size, or -1 for those it could not read. Once a batch
-// fails the rest are left for a later round: while Redis is down, a round
-// costs a few timed-out reads, not one per window.
-func (v *View) publishSnapshots(ctx context.Context, ds []snapshotDue) []int {
-	sizes := make([]int, len(ds))
-	for i := range sizes {
-		sizes[i] = -1 // until read
-	}
-	ws := make([]Window, len(ds))
+// publishSnapshots reads the windows of ds, in batches, and publishes each
+// one's snapshot to its viewers (or the group due), a periodic one with the
+// tick it carries (clock.ride); it reports each one's size, bytes -1 for
+// those it could not read. A window a viewer read within snapshotCoalesce
+// is not read again: its read is published (recentReads.claim). Once a
+// batch fails the rest are left for a later round: while Redis is down, a
+// round costs a few timed-out reads, not one per window. What the reads
+// cost is spent from the budget.
+func (v *View) publishSnapshots(ctx context.Context, ds []snapshotDue) []readSize {
+	sizes := make([]readSize, len(ds))
+	now := time.Now()
+	var todo []int // the ds to read
+	claims := make([]*read, len(ds))
 	for i, d := range ds {
-		ws[i] = d.w
+		sizes[i].bytes = -1                       // until read
+		if _, ok := v.d.Policy(d.w.Policy); !ok { // a lab or an overview: the tick alone
+			todo = append(todo, i)
+			continue
+		}
+		r, mine := v.reads.claim(d.w, now)
+		if mine {
+			claims[i] = r
+			todo = append(todo, i)
+			continue
+		}
+		select {
+		case <-r.done:
+		default:
+			continue // a viewer's read is in flight: this one waits a round
+		}
+		if msg, err := v.reads.result(r); err == nil {
+			v.publishSnapshot(d, msg)
+			sizes[i].bytes = len(msg)
+		}
+	}
+	ws := make([]Window, len(todo))
+	for j, i := range todo {
+		ws[j] = ds[i].w
 	}
 	var next atomic.Int64
 	var failed atomic.Bool
@@ -270,51 +309,80 @@ func (v *View) publishSnapshots(ctx context.Context, ds []snapshotDue) []int {
 				lo := b * snapshotBatch
 				hi := min(lo+snapshotBatch, len(ws))
 				bctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
-				msgs, errs := v.readSnapshots(bctx, ws[lo:hi])
+				msgs, entries, errs := v.readSnapshots(bctx, ws[lo:hi])
 				cancel()
-				for i, err := range errs {
-					d := ds[lo+i]
-					var states [2]hub.State
-					n := 0
-					if tick := v.clock.ride.Load(); tick != nil && d.periodic {
-						states[n], n = hub.State{Kind: kindTick, Msg: *tick}, n+1
+				spent := 0
+				for j, err := range errs {
+					i := todo[lo+j]
+					if claims[i] != nil {
+						v.reads.finish(claims[i], msgs[j], err)
+						claims[i] = nil
 					}
 					switch {
 					case err == nil:
-						states[n], n = hub.State{Kind: kindSnapshot, Msg: msgs[i]}, n+1
-					case errors.Is(err, errUnknownPolicy): // a lab, or a policy a reload removed: the tick alone
+						spent += cost(entries[j])
+						sizes[i] = readSize{len(msgs[j]), entries[j]}
+					case errors.Is(err, errUnknownPolicy): // a lab, or a policy a reload removed
+						sizes[i].bytes = 0
 					default:
 						failed.Store(true)
 						continue
 					}
-					v.hub.PublishStatesShare(d.w, uint64(d.groups), uint64(d.group), states[:n]...)
-					sizes[lo+i] = len(msgs[i])
+					v.publishSnapshot(ds[i], msgs[j])
 				}
+				v.budget.spend(spent)
 			}
 		})
 	}
 	wg.Wait()
+	for _, r := range claims { // batches left unread once one failed
+		if r != nil {
+			v.reads.finish(r, nil, errUnread)
+		}
+	}
 	if len(ws) > 0 {
 		v.snapshotsFailing.Store(failed.Load())
 	}
 	return sizes
 }
 
+// errUnread is a read the loop claimed but left once Redis failed.
+var errUnread = errors.New("not read: Redis failed")
+
+// publishSnapshot sends d's viewers snap (nil: none, a lab's), a periodic
+// one with the tick it carries.
+func (v *View) publishSnapshot(d snapshotDue, snap []byte) {
+	var states [2]hub.State
+	n := 0
+	if tick := v.clock.ride.Load(); tick != nil && d.periodic {
+		states[n], n = hub.State{Kind: kindTick, Msg: *tick}, n+1
+	}
+	if snap != nil {
+		states[n], n = hub.State{Kind: kindSnapshot, Msg: snap}, n+1
+	}
+	if n > 0 {
+		v.hub.PublishStatesShare(d.w, uint64(d.groups), uint64(d.group), states[:n]...)
+	}
+}
+
 // errUnknownPolicy is a snapshot's error for a window whose policy no longer
 // exists.
 var errUnknownPolicy = errors.New("unknown policy")
 
-// snapshot reads one window as a snapshot message, within the check timeout.
-func (v *View) snapshot(ctx context.Context, w Window) ([]byte, error) {
-	ctx, cancel := v.redisCtx(ctx)
-	defer cancel()
-	msgs, errs := v.readSnapshots(ctx, []Window{w})
-	return msgs[0], errs[0]
+// snapshot is the first snapshot of a viewer that subscribed to w at since:
+// read within the check timeout, or shared with other viewers'; false when
+// none is sent now (firstRead).
+func (v *View) snapshot(w Window, since time.Time) ([]byte, bool) {
+	return v.firstRead(w, since, func(ctx context.Context) ([]byte, int, error) {
+		msgs, entries, errs := v.readSnapshots(ctx, []Window{w})
+		return msgs[0], entries[0], errs[0]
+	})
 }
 
-// readSnapshots reads windows as snapshot messages, in one round trip.
-func (v *View) readSnapshots(ctx context.Context, ws []Window) ([][]byte, []error) {
-	msgs, errs := make([][]byte, len(ws)), make([]error, len(ws))
+// readSnapshots reads windows as snapshot messages, in one round trip, with
+// the entries each returned.
+func (v *View) readSnapshots(ctx context.Context, ws []Window) ([][]byte, []int, []error) {
+	msgs, entries, errs := make([][]byte, len(ws)), make([]int, len(ws)), make([]error, len(ws))
 	reads := make([]limiter.WindowOf, 0, len(ws))
 	at := make([]int, 0, len(ws))
 	for i, w := range ws {
@@ -326,13 +394,13 @@ func (v *View) readSnapshots(ctx context.Context, ws []Window) ([][]byte, []erro
 		reads, at = append(reads, limiter.WindowOf{Key: w.Key, Policy: p}), append(at, i)
 	}
 	if len(reads) == 0 {
-		return msgs, errs
+		return msgs, entries, errs
 	}
 	wins, werrs := v.d.ReadWindows(ctx, reads)
 	for j, i := range at {
 		if errs[i] = werrs[j]; errs[i] == nil {
-			msgs[i] = snapshotMessage(wins[j])
+			msgs[i], entries[i] = snapshotMessage(wins[j]), len(wins[j].Entries)
 		}
 	}
-	return msgs, errs
+	return msgs, entries, errs
 }

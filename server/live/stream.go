@@ -34,28 +34,30 @@ var frames = sync.Pool{New: func() any { return new([]byte) }}
 // caller may CloseNow it afterwards.
 func (v *View) Serve(conn *websocket.Conn, key string, p limiter.Policy) {
 	w := Window{Key: key, Policy: p.Name}
-	v.serve(conn, w, func() [][]byte {
+	v.serve(conn, w, func(since time.Time) [][]byte {
 		first := [][]byte{helloMessage(v.d.Instance, key, p, v.d.TickInterval.Milliseconds()), *v.clock.status.Load()}
-		if snap, err := v.snapshot(v.ctx, w); err == nil {
+		if snap, ok := v.snapshot(w, since); ok {
 			first = append(first, snap)
 		}
 		return first
 	})
 }
 
-// serve subscribes conn to w, sends the first messages, then streams w's
-// messages until the viewer leaves, falls behind or the server shuts down.
-func (v *View) serve(conn *websocket.Conn, w Window, first func() [][]byte) {
+// serve subscribes conn to w, sends the first messages (given when it
+// subscribed), then streams w's messages until the viewer leaves, falls
+// behind or the server shuts down.
+func (v *View) serve(conn *websocket.Conn, w Window, first func(since time.Time) [][]byte) {
 	v.conns.Add(1)
 	defer v.conns.Done()
 	conn.SetReadLimit(readLimit)
 	ctx := readControl(conn)
 	sub := v.hub.Subscribe(w)
+	since := time.Now()
 	defer sub.Close()
 	s := newStream(v, conn, w)
 	defer s.watchdog.Stop()
 
-	if !s.deliver(first(), sub) {
+	if !s.deliver(first(since), sub) {
 		return
 	}
 

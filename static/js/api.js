@@ -1,7 +1,8 @@
 // HTTP calls to the server's API, answered as {res, data}.
 
-export async function api(method, path, body) {
-  const init = { method: method, headers: { Accept: 'application/json, application/problem+json' } };
+// headers, when given, are added to the request (e.g. Authorization).
+export async function api(method, path, body, headers) {
+  const init = { method: method, headers: Object.assign({ Accept: 'application/json, application/problem+json' }, headers) };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = JSON.stringify(body);

@@ -6,6 +6,13 @@ import { api, problemText } from './api.js';
 const sleep = (ms) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 let answered = () => {};
+let auth; // headers for a lab that needs the API token
+
+// useToken sends token as the bearer of every lab request from now on; an
+// empty token sends none.
+export function useToken(token) {
+  auth = token ? { Authorization: 'Bearer ' + token } : undefined;
+}
 
 // onAnswer has f called with every answer: the page draws a request from its
 // own answer as well as from the stream, so no mark is lost while the stream
@@ -16,14 +23,14 @@ export function onAnswer(f) {
 
 // check sends one lab request and returns its answer; it throws on failure.
 export async function check(lab, limit, windowMs) {
-  const { res, data } = await api('POST', '/api/v1/lab/check', { lab: lab, limit: limit, windowMs: windowMs, cost: 1 });
+  const { res, data } = await api('POST', '/api/v1/lab/check', { lab: lab, limit: limit, windowMs: windowMs, cost: 1 }, auth);
   if (!res.ok) throw new Error(problemText(res, data));
   answered(data);
   return data;
 }
 
 export async function reset(lab) {
-  const { res, data } = await api('DELETE', '/api/v1/lab?lab=' + encodeURIComponent(lab));
+  const { res, data } = await api('DELETE', '/api/v1/lab?lab=' + encodeURIComponent(lab), undefined, auth);
   if (!res.ok) throw new Error(problemText(res, data));
 }
 

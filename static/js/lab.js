@@ -11,7 +11,7 @@ import { byId, byTestId, Writer } from './dom.js';
 import { readFacts, keyPattern } from './facts.js';
 import { loadAlgorithms } from './algorithms.js';
 import { LabModel, summary } from './lab-model.js';
-import { onAnswer, reset, run } from './lab-traffic.js';
+import { onAnswer, reset, run, useToken } from './lab-traffic.js';
 
 const root = byTestId('lab');
 const facts = readFacts(root);
@@ -26,6 +26,7 @@ const limitInput = byTestId('lab-limit');
 const windowInput = byTestId('lab-window');
 const trafficSelect = byTestId('lab-traffic');
 const runButton = byTestId('lab-run');
+const tokenInput = byId('lab-token'); // only when the lab needs the API token
 
 let lab = root.dataset.lab;
 const limiterClock = new Clock(); // from the ticks
@@ -216,6 +217,10 @@ async function runTraffic(ev) {
   if (running) return;
   const f = readForm();
   if (!f) return;
+  if (tokenInput) {
+    if (!tokenInput.value.trim()) return showError('this lab needs the API token: enter it first');
+    useToken(tokenInput.value.trim());
+  }
   remember(f);
   if (f.name !== lab) {
     lab = f.name;
