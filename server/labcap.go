@@ -13,9 +13,10 @@ import (
 
 // defaultMaxLabs is how many labs Redis holds at once by default, across
 // every instance. A lab at its largest — the five windows of a rule of 100
-// and a list of 600 answers — takes about 320 KB, so 16 labs take at most
-// about 5 MB; a lab as the page runs it by default, a few KB.
-const defaultMaxLabs = 16
+// and a list of 600 answers — takes about 320 KB, so 64 labs take at most
+// about 20 MB; a lab as the page runs it by default, a few KB: a classroom
+// of learners, each with a lab of their own, fits.
+const defaultMaxLabs = 64
 
 // labRegistryKey is the registry of live labs: a sorted set of lab names,
 // each scored with the Redis time (ms) at which the last of its state
