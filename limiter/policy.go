@@ -222,6 +222,7 @@ func parseRule(s string, maxLimit int) (Rule, error) {
 // The defaults come first, in their own order, then the rest as given.
 func ParsePolicies(specs []string) ([]Policy, error) {
 	var given []Policy
+	seen := map[string]bool{}
 	for _, s := range specs {
 		if strings.TrimSpace(s) == "" {
 			continue
@@ -230,9 +231,10 @@ func ParsePolicies(specs []string) ([]Policy, error) {
 		if err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(given, func(o Policy) bool { return o.Name == p.Name }) {
+		if seen[p.Name] {
 			return nil, fmt.Errorf("policy %q is defined twice", p.Name)
 		}
+		seen[p.Name] = true
 		given = append(given, p)
 	}
 	var out []Policy

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ratescope/ratescope/server/conffile"
 )
 
 // fileConfig is the config file's layout. Decoding is strict: a
@@ -60,16 +62,18 @@ type parsedFile struct {
 
 // parseFile decodes a config file strictly. A file of comments only is an
 // empty config; a file of no bytes at all is refused, because that is also
-// what a file being rewritten in place looks like for a moment.
+// what a file being rewritten in place looks like for a moment. A file
+// whose aliases would expand it excessively is refused before any is
+// followed (conffile.Decode), as envoyproxy/ratelimit's files are.
 func parseFile(b []byte) (*parsedFile, error) {
 	if len(b) == 0 {
 		return nil, errors.New("the file is empty; write at least one setting or a comment (or start without --config)")
 	}
-	out := &parsedFile{}
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err == nil {
-		out.root = &root
+	root, err := conffile.Decode(b)
+	if err != nil {
+		return nil, err
 	}
+	out := &parsedFile{root: root}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&out.fileConfig); err != nil {
@@ -98,8 +102,13 @@ func explainYAML(root *yaml.Node, err error) string {
 	if !ok {
 		return strings.TrimPrefix(err.Error(), "yaml: ")
 	}
-	msgs := make([]string, len(te.Errors))
-	for i, m := range te.Errors {
+	// Each message is placed by a walk of the file: only the first few are.
+	errs := te.Errors
+	if len(errs) > conffile.MaxListed {
+		errs = errs[:conffile.MaxListed]
+	}
+	msgs := make([]string, len(errs), len(errs)+1)
+	for i, m := range errs {
 		msgs[i] = m
 		if f := yamlUnknownField.FindStringSubmatch(m); f != nil {
 			line, _ := strconv.Atoi(f[1])
@@ -120,6 +129,9 @@ func explainYAML(root *yaml.Node, err error) string {
 			}
 			msgs[i] = fmt.Sprintf("line %s: %s: want %s, not %s", f[1], path, yamlKind(f[4]), got)
 		}
+	}
+	if more := len(te.Errors) - len(errs); more > 0 {
+		msgs = append(msgs, fmt.Sprintf("… and %d more problems", more))
 	}
 	return strings.Join(msgs, "; ")
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/conffile"
 	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
@@ -43,9 +44,10 @@ type configStore struct {
 	cfg     Config // flags and environment: they do not change at runtime
 	metrics *metrics
 	log     *slog.Logger
-	// onChange, when set, is told the name of each policy a reload changed or
-	// removed, so caches built on the old definition drop it.
-	onChange func(policy string)
+	// onChange, when set, is told the names of the policies a reload changed
+	// or removed, all at once, so caches built on the old definitions drop
+	// them.
+	onChange func(policies ...string)
 
 	mu       sync.Mutex // one reload at a time
 	lastRead string     // what the files held when last read (inputs.digest): in force, or refused
@@ -104,13 +106,16 @@ func (in inputs) digest() string {
 	return hex.EncodeToString(sum[:]) + envoyconf.Digest(in.envoy)
 }
 
-// gather reads the config file and the envoy folder as they are now.
+// gather reads the config file and the envoy folder as they are now. Only
+// regular files of at most conffile.MaxSize bytes are read; anything else is
+// an error naming it, never a read that blocks (a named pipe) or does not
+// end (a link to /dev/zero).
 func (s *configStore) gather() (inputs, error) {
 	var in inputs
 	if s.cfg.ConfigFile != "" {
-		b, err := os.ReadFile(s.cfg.ConfigFile)
+		b, err := conffile.Read(s.cfg.ConfigFile)
 		if err != nil {
-			return in, fmt.Errorf("failed to read the config file: %w", err)
+			return in, fmt.Errorf("failed to read the config file %s: %w", s.cfg.ConfigFile, err)
 		}
 		in.config = b
 	}
@@ -222,11 +227,13 @@ func (s *configStore) reload(ctx context.Context, reason string, onlyChanged boo
 	old := s.load()
 	s.cur.Store(set)
 	if s.onChange != nil {
+		var changed []string
 		for _, p := range old.policies {
 			if np, ok := set.policy(p.Policy.Policy.Name); !ok || np.Policy.Policy.String() != p.Policy.Policy.String() {
-				s.onChange(p.Policy.Policy.Name)
+				changed = append(changed, p.Policy.Policy.Name)
 			}
 		}
+		s.onChange(changed...)
 	}
 	s.metrics.configReloads.WithLabelValues("ok").Inc()
 	s.metrics.configLoaded(true, set.loadedAt)

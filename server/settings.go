@@ -12,6 +12,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/conffile"
 	"github.com/ratescope/ratescope/server/envoyconf"
 	"github.com/ratescope/ratescope/server/rls"
 )
@@ -128,7 +129,7 @@ func buildSettings(cfg Config, file *parsedFile, envoyFiles *envoyconf.Set, m *m
 		errs = append(errs, err)
 	}
 	s.envoy = envoy
-	if err := errors.Join(errs...); err != nil {
+	if err := conffile.Join(errs); err != nil {
 		return nil, err
 	}
 	s.version = s.hash()
@@ -209,6 +210,7 @@ func buildEnvoy(file *parsedFile, s *settings) ([]envoyDomain, error) {
 	var out []envoyDomain
 	var errs []error
 	seen := map[string]bool{}
+	mapped := map[string]bool{} // each entry's keys mapped so far, as entry index and quoted keys
 	for i, fe := range file.Envoy {
 		path := fmt.Sprintf("envoy[%d]", i)
 		switch {
@@ -231,13 +233,14 @@ func buildEnvoy(file *parsedFile, s *settings) ([]envoyDomain, error) {
 			switch {
 			case len(fd.Keys) == 0 || slices.Contains(fd.Keys, ""):
 				errs = append(errs, file.fieldErr(dpath+".keys", "list the descriptor's entry keys, e.g. [remote_address]"))
-			case slices.ContainsFunc(d.Descriptors, func(o envoyDescriptor) bool { return slices.Equal(o.Keys, fd.Keys) }):
+			case mapped[fmt.Sprintf("%d %q", i, fd.Keys)]:
 				errs = append(errs, file.fieldErr(dpath+".keys", "%v is mapped twice in domain %q", fd.Keys, fe.Domain))
 			case len(fd.Keys) > rls.MaxEntries: // no call with so many entries is taken
 				errs = append(errs, file.fieldErr(dpath+".keys", "%d keys: at most %d", len(fd.Keys), rls.MaxEntries))
 			case slices.ContainsFunc(fd.Keys, func(k string) bool { return len(k) > rls.MaxNameLen }):
 				errs = append(errs, file.fieldErr(dpath+".keys", "a key of more than %d bytes", rls.MaxNameLen))
 			}
+			mapped[fmt.Sprintf("%d %q", i, fd.Keys)] = true
 			if _, ok := s.policy(fd.Policy); !ok {
 				errs = append(errs, file.fieldErr(dpath+".policy", "unknown policy %q", fd.Policy))
 			}

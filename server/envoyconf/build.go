@@ -1,13 +1,16 @@
 package envoyconf
 
 import (
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"strings"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/conffile"
 )
 
 // File is one configuration file: its name, as load errors name it, and
@@ -27,23 +30,39 @@ type Options struct {
 
 // Parse loads files, in the order given, into one set. Any problem refuses
 // the whole set: the error lists each, naming its file, field and line.
+//
+// Loading costs time and memory linear in the files: aliases are bounded
+// before they are followed (conffile.Decode), a limit's name is at most
+// MaxNameBytes, and problems beyond the first conffile.MaxListed are
+// counted, not listed.
 func Parse(files []File, opts Options) (*Set, error) {
 	s := &Set{domains: map[string]*node{}}
-	b := builder{set: s, opts: opts, domainFile: map[string]string{}, nameFile: map[string]string{}}
-	var errs []error
+	b := builder{set: s, opts: opts, domainFile: map[string]string{}, nameFile: map[string]string{}, canon: sha256.New()}
+	var errs conffile.Problems
 	for _, f := range files {
 		p := &parser{file: f.Name}
 		if yf := p.parse(f.Data); yf != nil {
 			b.file(p, yf)
 		}
-		errs = append(errs, p.errs...)
+		errs.Merge(&p.errs)
 		s.files = append(s.files, f.Name)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
+	if b.moreWarnings > 0 {
+		s.warnings = append(s.warnings, fmt.Sprintf("… and %d more limits decided by fixed windows", b.moreWarnings))
+	}
+	s.digest = hex.EncodeToString(b.canon.Sum(nil)[:8])
 	return s, nil
 }
+
+// MaxNameBytes bounds a descriptor's name, <domain>.<key>[_<value>]… —
+// its limit's policy name — in bytes. Every limit's name spells out the
+// descriptors above it, so without a bound one long value above many limits
+// (or a tree thousands of levels deep) would cost memory growing with the
+// square of the file.
+const MaxNameBytes = 512
 
 type builder struct {
 	set  *Set
@@ -51,6 +70,15 @@ type builder struct {
 	// domainFile and nameFile say which file defined a domain and a policy
 	// name first.
 	domainFile, nameFile map[string]string
+	// canon hashes what the files say, whatever their comments and layout
+	// (Set.Digest): each descriptor by its depth and composite key.
+	canon hash.Hash
+	// names are the composite keys from the domain down to the descriptor
+	// being built; nameLen is the length of the name they make.
+	names   []string
+	nameLen int
+	// moreWarnings counts the warnings past the first conffile.MaxListed.
+	moreWarnings int
 }
 
 // file adds one parsed file's domain.
@@ -59,7 +87,7 @@ func (b *builder) file(p *parser, f *yamlFile) {
 	_, known := limiter.Describe(alg)
 	switch {
 	case explicit && !known:
-		p.fail(algorithmKey, f.algorithmLine, "%q is not an algorithm; want one of %s", alg, limiter.AlgorithmNames())
+		p.fail(field(algorithmKey), f.algorithmLine, "%q is not an algorithm; want one of %s", alg, limiter.AlgorithmNames())
 		return
 	case !explicit && b.opts.Compat:
 		alg = limiter.Fixed
@@ -68,18 +96,26 @@ func (b *builder) file(p *parser, f *yamlFile) {
 	}
 	switch other, dup := b.domainFile[f.domain]; {
 	case f.domain == "":
-		p.fail("domain", f.domainLine, "the file cannot have an empty domain")
+		p.fail(field("domain"), f.domainLine, "the file cannot have an empty domain")
 		return
 	case dup:
-		p.fail("domain", f.domainLine, "duplicate domain %q: %s has it too", f.domain, other)
+		p.fail(field("domain"), f.domainLine, "duplicate domain %q: %s has it too", f.domain, other)
+		return
+	}
+	if len(f.domain) > MaxNameBytes {
+		p.fail(field("domain"), f.domainLine, "the domain is %d bytes long; a name may have at most %d", len(f.domain), MaxNameBytes)
 		return
 	}
 	b.domainFile[f.domain] = p.file
-	fmt.Fprintf(&b.set.canon, "domain %q\n", f.domain)
+	fmt.Fprintf(b.canon, "domain %q\n", f.domain)
 	root := &node{children: map[string]*node{}, base: limiter.Policy{Algorithm: alg, CountDenied: b.opts.Compat && alg == limiter.Fixed}}
-	b.descriptors(p, root, f.domain+".", f.descriptors, leafRules{alg: alg, explicit: explicit, countDenied: root.base.CountDenied})
+	b.names, b.nameLen = append(b.names[:0], f.domain), len(f.domain)
+	b.descriptors(p, root, f.descriptors, leafRules{alg: alg, explicit: explicit, countDenied: root.base.CountDenied})
 	b.set.domains[f.domain] = root
 }
+
+// name is the name of the descriptor being built: its limit's policy name.
+func (b *builder) name() string { return strings.Join(b.names, ".") }
 
 // leafRules are how a file's limits become policies.
 type leafRules struct {
@@ -88,45 +124,56 @@ type leafRules struct {
 	countDenied bool // every hit counts, as envoyproxy/ratelimit counts (Options.Compat)
 }
 
-// descriptors adds a level of the tree under parent, whose limits' names
-// start with prefix (the domain and the levels above, each ending in ".").
-func (b *builder) descriptors(p *parser, parent *node, prefix string, ds []yamlDescriptor, rules leafRules) {
+// descriptors adds a level of the tree under parent, whose name is
+// b.names.
+func (b *builder) descriptors(p *parser, parent *node, ds []yamlDescriptor, rules leafRules) {
 	for _, d := range ds {
 		if d.key == "" {
-			p.fail(d.path+".key", d.line, "descriptor has empty key")
+			p.fail(d.path.member("key"), d.line, "descriptor has empty key")
 			continue
 		}
 		composite := d.key
 		if d.value != "" {
 			composite += "_" + d.value
 		}
-		full := prefix + composite
-		if _, dup := parent.children[composite]; dup {
-			p.fail(d.path, d.line, "duplicate descriptor composite key %q", full)
+		if l := b.nameLen + 1 + len(composite); l > MaxNameBytes {
+			p.fail(d.path, d.line, "the descriptor's name %.64q… is %d bytes long; a name (domain, keys and values) may have at most %d", b.name()+"."+composite, l, MaxNameBytes)
 			continue
 		}
-		n := &node{children: map[string]*node{}, valueToMetric: d.valueToMetric}
-		if d.limit != nil {
-			n.limit = b.limit(p, d, full, rules)
-		}
-		wild := strings.Contains(composite, "*")
-		if d.shareThreshold {
-			if !wild {
-				p.fail(d.path+".share_threshold", d.line, "share_threshold can only be used with wildcard values (containing '*'), but found key %q", composite)
-			}
-			n.pattern = composite
-		}
-		if wild {
-			parent.wildcards = append(parent.wildcards, wildcard{key: composite, parts: strings.Split(composite, "*")})
-		}
-		fmt.Fprintf(&b.set.canon, "%q share=%v v2m=%v", full, d.shareThreshold, d.valueToMetric)
-		if l := n.limit; l != nil {
-			fmt.Fprintf(&b.set.canon, " %s name=%q replaces=%q unlimited=%v quota=%v detailed=%v", l.Policy, l.Name, l.Replaces, l.Unlimited, l.Quota, l.DetailedMetric)
-		}
-		b.set.canon.WriteByte('\n')
-		b.descriptors(p, n, full+".", d.children, rules)
-		parent.children[composite] = n
+		b.names, b.nameLen = append(b.names, composite), b.nameLen+1+len(composite)
+		b.descriptor(p, parent, d, composite, rules)
+		b.names, b.nameLen = b.names[:len(b.names)-1], b.nameLen-1-len(composite)
 	}
+}
+
+// descriptor adds d, whose composite key is composite and name b.names,
+// under parent.
+func (b *builder) descriptor(p *parser, parent *node, d yamlDescriptor, composite string, rules leafRules) {
+	if _, dup := parent.children[composite]; dup {
+		p.fail(d.path, d.line, "duplicate descriptor composite key %q", b.name())
+		return
+	}
+	n := &node{children: map[string]*node{}, valueToMetric: d.valueToMetric}
+	if d.limit != nil {
+		n.limit = b.limit(p, d, b.name(), rules)
+	}
+	wild := strings.Contains(composite, "*")
+	if d.shareThreshold {
+		if !wild {
+			p.fail(d.path.member("share_threshold"), d.line, "share_threshold can only be used with wildcard values (containing '*'), but found key %q", composite)
+		}
+		n.pattern = composite
+	}
+	if wild {
+		parent.wildcards = append(parent.wildcards, wildcard{key: composite, parts: strings.Split(composite, "*")})
+	}
+	fmt.Fprintf(b.canon, "%d %q share=%v v2m=%v", len(b.names), composite, d.shareThreshold, d.valueToMetric)
+	if l := n.limit; l != nil {
+		fmt.Fprintf(b.canon, " %s name=%q replaces=%q unlimited=%v quota=%v detailed=%v", l.Policy, l.Name, l.Replaces, l.Unlimited, l.Quota, l.DetailedMetric)
+	}
+	b.canon.Write([]byte{'\n'})
+	b.descriptors(p, n, d.children, rules)
+	parent.children[composite] = n
 }
 
 // limit checks one rate_limit and makes it a policy named full.
@@ -137,10 +184,10 @@ func (b *builder) limit(p *parser, d yamlDescriptor, full string, rules leafRule
 	valid := known && unit != rlsv3.RateLimitResponse_RateLimit_UNKNOWN
 	switch {
 	case y.unlimited && valid:
-		p.fail(y.path+".unit", y.unitLine, "should not specify rate limit unit when unlimited")
+		p.fail(y.path.member("unit"), y.unitLine, "should not specify rate limit unit when unlimited")
 		return nil
 	case !y.unlimited && !valid:
-		p.fail(y.path+".unit", y.unitLine, "invalid rate limit unit %q; want second, minute, hour, day, week, month or year", y.unit)
+		p.fail(y.path.member("unit"), y.unitLine, "invalid rate limit unit %q; want second, minute, hour, day, week, month or year", y.unit)
 		return nil
 	}
 	l := &Limit{
@@ -189,18 +236,22 @@ func (b *builder) bound(p *parser, l *Limit, y *yamlLimit, rules leafRules) {
 			return
 		}
 		if rules.explicit {
-			p.fail(y.path+".requests_per_unit", y.line, "%d is more than the log keeps (%d); choose another algorithm:", r.Limit, limiter.MaxLogLimit)
+			p.fail(y.path.member("requests_per_unit"), y.line, "%d is more than the log keeps (%d); choose another algorithm:", r.Limit, limiter.MaxLogLimit)
 			return
 		}
 		l.Policy.Algorithm, l.Policy.CountDenied = limiter.Fixed, b.opts.Compat
+		if len(b.set.warnings) >= conffile.MaxListed {
+			b.moreWarnings++
+			return
+		}
 		b.set.warnings = append(b.set.warnings, fmt.Sprintf("%s: %s.requests_per_unit: %d is more than the log keeps (%d); %s is decided by fixed windows",
 			p.file, y.path, r.Limit, limiter.MaxLogLimit, l.Policy.Name))
 	case limiter.Counter, limiter.GCRA, limiter.Bucket:
 		if r.Limit > limiter.MaxLimit {
-			p.fail(y.path+".requests_per_unit", y.line, "%d is more than %s takes (%d)", r.Limit, l.Policy.Algorithm, limiter.MaxLimit)
+			p.fail(y.path.member("requests_per_unit"), y.line, "%d is more than %s takes (%d)", r.Limit, l.Policy.Algorithm, limiter.MaxLimit)
 		}
 		if r.Window > limiter.MaxWindow {
-			p.fail(y.path+".unit", y.unitLine, "%s is longer than %s takes (a week)", strings.ToLower(l.Unit.String()), l.Policy.Algorithm)
+			p.fail(y.path.member("unit"), y.unitLine, "%s is longer than %s takes (a week)", strings.ToLower(l.Unit.String()), l.Policy.Algorithm)
 		}
 	}
 }

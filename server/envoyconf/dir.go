@@ -3,16 +3,23 @@ package envoyconf
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/ratescope/ratescope/server/conffile"
 )
 
 // ReadDir reads every *.yaml file of dir, in name order. Names starting
 // with a dot are skipped: editors' and Kubernetes' own files (a ConfigMap
-// keeps its files under ..data and links them into dir).
+// keeps its files under ..data and links them into dir). Each is read as
+// conffile.Read reads a file: a *.yaml that is not a regular file (a named
+// pipe, a device, a socket) or is larger than conffile.MaxSize is an error
+// naming it, never a read that blocks or does not end.
 func ReadDir(dir string) ([]File, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -25,10 +32,14 @@ func ReadDir(dir string) ([]File, error) {
 			continue
 		}
 		path := filepath.Join(dir, name)
-		if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) || err == nil && fi.IsDir():
 			continue // a dangling link or a folder named *.yaml
+		case err != nil:
+			return nil, fmt.Errorf("failed to read %s: %w", path, err)
 		}
-		data, err := os.ReadFile(path)
+		data, err := conffile.Read(path)
 		if err != nil {
 			return nil, fmt.Errorf("failed to read %s: %w", path, err)
 		}

@@ -14,8 +14,6 @@
 package envoyconf
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -84,9 +82,7 @@ type Set struct {
 	limits   []*Limit
 	files    []string
 	warnings []string
-	// canon describes every descriptor, for Digest: what the files say,
-	// whatever their comments and layout.
-	canon strings.Builder
+	digest   string // what the files say, whatever their comments and layout
 }
 
 // node is one descriptor of the tree; a domain is its root.
@@ -143,10 +139,7 @@ func (s *Set) Limits() []*Limit { return s.limits }
 
 // Digest identifies what the files say: equal for files that differ only
 // in comments, layout or names.
-func (s *Set) Digest() string {
-	sum := sha256.Sum256([]byte(s.canon.String()))
-	return hex.EncodeToString(sum[:8])
-}
+func (s *Set) Digest() string { return s.digest }
 
 // Files lists the files the set was read from, in name order.
 func (s *Set) Files() []string { return s.files }

@@ -266,3 +266,22 @@ func TestDigest(t *testing.T) {
 		t.Fatal("digest does not tell files apart")
 	}
 }
+
+// TestSetDigest: what the files say decides the digest, not their layout;
+// a descriptor moved a level down changes it.
+func TestSetDigest(t *testing.T) {
+	digest := func(data string) string {
+		t.Helper()
+		s, err := envoyconf.Parse([]envoyconf.File{{Name: "a.yaml", Data: []byte(data)}}, envoyconf.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Digest()
+	}
+	flat := digest("domain: a\ndescriptors: [{key: k, descriptors: [{key: u, rate_limit: {unit: second, requests_per_unit: 1}}]}, {key: v}]\n")
+	block := digest("# the same\ndomain: a\ndescriptors:\n  - key: k\n    descriptors:\n      - key: u\n        rate_limit:\n          unit: second\n          requests_per_unit: 1\n  - key: v\n")
+	deeper := digest("domain: a\ndescriptors: [{key: k, descriptors: [{key: u, rate_limit: {unit: second, requests_per_unit: 1}, descriptors: [{key: v}]}]}]\n")
+	if flat != block || flat == deeper {
+		t.Fatalf("digests %s, %s (the same files), %s (v a level down)", flat, block, deeper)
+	}
+}

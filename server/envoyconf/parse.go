@@ -2,9 +2,10 @@ package envoyconf
 
 import (
 	"fmt"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ratescope/ratescope/server/conffile"
 )
 
 // validKeys are the keys envoyproxy/ratelimit takes in its files. It checks
@@ -32,18 +33,19 @@ type yamlFile struct {
 }
 
 type yamlDescriptor struct {
-	path, key, value string
-	limit            *yamlLimit
-	children         []yamlDescriptor
-	shadow, quota    bool
-	detailedMetric   bool
-	valueToMetric    bool
-	shareThreshold   bool
-	line             int
+	path           *at
+	key, value     string
+	limit          *yamlLimit
+	children       []yamlDescriptor
+	shadow, quota  bool
+	detailedMetric bool
+	valueToMetric  bool
+	shareThreshold bool
+	line           int
 }
 
 type yamlLimit struct {
-	path            string
+	path            *at
 	unit            string
 	unitLine        int
 	requestsPerUnit uint32
@@ -54,42 +56,52 @@ type yamlLimit struct {
 }
 
 type yamlReplace struct {
-	path, name string
-	line       int
+	path *at
+	name string
+	line int
 }
 
 // parser reads one file, collecting every problem it finds.
 type parser struct {
 	file string
-	errs []error
+	errs conffile.Problems
 }
 
-// fail records a problem with the field at path (empty: the file as a
+// fail records a problem with the field at path (nil: the file as a
 // whole) on line (0: unknown).
-func (p *parser) fail(path string, line int, format string, args ...any) {
+func (p *parser) fail(path *at, line int, format string, args ...any) {
+	if p.errs.Full() {
+		p.errs.Count()
+		return
+	}
 	msg := fmt.Sprintf(format, args...)
 	where := p.file
 	switch {
-	case path != "" && line > 0:
-		where += ": " + path + fmt.Sprintf(" (line %d)", line)
-	case path != "":
-		where += ": " + path
+	case path != nil && line > 0:
+		where += ": " + path.String() + fmt.Sprintf(" (line %d)", line)
+	case path != nil:
+		where += ": " + path.String()
 	case line > 0:
 		where += fmt.Sprintf(" (line %d)", line)
 	}
-	p.errs = append(p.errs, fmt.Errorf("%s: %s", where, msg))
+	p.errs.Add(fmt.Errorf("%s: %s", where, msg))
 }
+
+// failed reports whether the file has a problem.
+func (p *parser) failed() bool { return p.errs.Len() > 0 }
 
 // parse reads data as envoyproxy/ratelimit reads a file: YAML whose keys are
 // all known and whose lists hold mappings, then the fields it knows, where it
-// knows them. A file of nothing, or of comments only, has no domain.
+// knows them. A file of nothing, or of comments only, has no domain. A
+// file whose aliases would expand it excessively is refused before any is
+// followed (conffile.Decode).
 func (p *parser) parse(data []byte) *yamlFile {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		p.fail("", 0, "failed to read the YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	doc, err := conffile.Decode(data)
+	if err != nil {
+		p.fail(nil, 0, "%v", err)
 		return nil
 	}
-	root := resolve(&doc)
+	root := resolve(doc)
 	if root != nil && root.Kind == yaml.DocumentNode {
 		root = nil
 		if len(doc.Content) > 0 {
@@ -101,21 +113,21 @@ func (p *parser) parse(data []byte) *yamlFile {
 		return f
 	}
 	if root.Kind != yaml.MappingNode {
-		p.fail("", root.Line, "the file must be a mapping with domain and descriptors, not %s", kindName(root))
+		p.fail(nil, root.Line, "the file must be a mapping with domain and descriptors, not %s", kindName(root))
 		return nil
 	}
-	p.checkKeys(root, "", true)
-	if len(p.errs) > 0 {
+	p.checkKeys(root, nil, true)
+	if p.failed() {
 		return nil
 	}
 	for _, m := range pairs(root) {
 		switch m.name {
 		case "domain":
-			f.domain, f.domainLine = p.str(m.value, "domain"), m.key.Line
+			f.domain, f.domainLine = p.str(m.value, field("domain")), m.key.Line
 		case "descriptors":
-			f.descriptors = p.descriptors(m.value, "descriptors")
+			f.descriptors = p.descriptors(m.value, field("descriptors"))
 		case algorithmKey:
-			f.algorithm, f.algorithmLine = p.str(m.value, algorithmKey), m.key.Line
+			f.algorithm, f.algorithmLine = p.str(m.value, field(algorithmKey)), m.key.Line
 		}
 	}
 	return f
@@ -124,9 +136,9 @@ func (p *parser) parse(data []byte) *yamlFile {
 // checkKeys checks what envoyproxy/ratelimit checks before it reads a
 // file: every key is a known string, every list holds mappings and no value
 // is a fraction; metadata is left to hold anything.
-func (p *parser) checkKeys(n *yaml.Node, path string, top bool) {
+func (p *parser) checkKeys(n *yaml.Node, path *at, top bool) {
 	for _, m := range pairs(n) {
-		at := join(path, m.name)
+		at := path.member(m.name)
 		switch {
 		case m.key.Tag != "!!str":
 			p.fail(path, m.key.Line, "key %s is not a string", m.key.Value)
@@ -142,7 +154,7 @@ func (p *parser) checkKeys(n *yaml.Node, path string, top bool) {
 		case yaml.SequenceNode:
 			for i, item := range v.Content {
 				item = resolve(item)
-				ip := fmt.Sprintf("%s[%d]", at, i)
+				ip := at.elem(i)
 				if item.Kind != yaml.MappingNode {
 					p.fail(ip, item.Line, "a list here holds mappings, not %s", kindName(item))
 					continue
@@ -159,7 +171,7 @@ func (p *parser) checkKeys(n *yaml.Node, path string, top bool) {
 	}
 }
 
-func (p *parser) descriptors(n *yaml.Node, path string) []yamlDescriptor {
+func (p *parser) descriptors(n *yaml.Node, path *at) []yamlDescriptor {
 	if isNull(n) {
 		return nil
 	}
@@ -170,9 +182,9 @@ func (p *parser) descriptors(n *yaml.Node, path string) []yamlDescriptor {
 	out := make([]yamlDescriptor, 0, len(n.Content))
 	for i, item := range n.Content {
 		item = resolve(item)
-		d := yamlDescriptor{path: fmt.Sprintf("%s[%d]", path, i), line: item.Line}
+		d := yamlDescriptor{path: path.elem(i), line: item.Line}
 		for _, m := range pairs(item) {
-			at := join(d.path, m.name)
+			at := d.path.member(m.name)
 			switch m.name {
 			case "key":
 				d.key = p.str(m.value, at)
@@ -203,7 +215,7 @@ func (p *parser) descriptors(n *yaml.Node, path string) []yamlDescriptor {
 	return out
 }
 
-func (p *parser) rateLimit(n *yaml.Node, path string) *yamlLimit {
+func (p *parser) rateLimit(n *yaml.Node, path *at) *yamlLimit {
 	if isNull(n) {
 		return nil
 	}
@@ -213,7 +225,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *yamlLimit {
 	}
 	l := &yamlLimit{path: path, line: n.Line, unitLine: n.Line}
 	for _, m := range pairs(n) {
-		at := join(path, m.name)
+		at := path.member(m.name)
 		switch m.name {
 		case "unit":
 			l.unit, l.unitLine = p.str(m.value, at), m.key.Line
@@ -230,7 +242,7 @@ func (p *parser) rateLimit(n *yaml.Node, path string) *yamlLimit {
 	return l
 }
 
-func (p *parser) replaces(n *yaml.Node, path string) []yamlReplace {
+func (p *parser) replaces(n *yaml.Node, path *at) []yamlReplace {
 	if isNull(n) {
 		return nil
 	}
@@ -241,7 +253,7 @@ func (p *parser) replaces(n *yaml.Node, path string) []yamlReplace {
 	var out []yamlReplace
 	for i, item := range n.Content {
 		item = resolve(item)
-		r := yamlReplace{path: fmt.Sprintf("%s[%d].name", path, i), line: item.Line}
+		r := yamlReplace{path: path.elem(i).member("name"), line: item.Line}
 		for _, m := range pairs(item) {
 			if m.name == "name" {
 				r.name = p.str(m.value, r.path)
@@ -255,7 +267,7 @@ func (p *parser) replaces(n *yaml.Node, path string) []yamlReplace {
 
 // str reads a string as envoyproxy/ratelimit's YAML library does: any
 // scalar as written (123 is "123", true is "true"), null as "".
-func (p *parser) str(n *yaml.Node, path string) string {
+func (p *parser) str(n *yaml.Node, path *at) string {
 	if isNull(n) {
 		return ""
 	}
@@ -266,7 +278,7 @@ func (p *parser) str(n *yaml.Node, path string) string {
 	return n.Value
 }
 
-func (p *parser) boolean(n *yaml.Node, path string) bool {
+func (p *parser) boolean(n *yaml.Node, path *at) bool {
 	var b bool
 	if isNull(n) {
 		return false
@@ -277,7 +289,7 @@ func (p *parser) boolean(n *yaml.Node, path string) bool {
 	return b
 }
 
-func (p *parser) uint32(n *yaml.Node, path string) uint32 {
+func (p *parser) uint32(n *yaml.Node, path *at) uint32 {
 	var u uint32
 	if isNull(n) {
 		return 0
@@ -297,9 +309,11 @@ type member struct {
 // pairs lists a mapping's members with aliases followed and YAML merge keys
 // (<<: *anchor) expanded, as envoyproxy/ratelimit's YAML library reads them:
 // a key written in the mapping wins over a merged one, and of a key written
-// twice the last one counts.
+// twice the last one counts. Names are found through a map, so a mapping of
+// a million keys costs a million steps.
 func pairs(n *yaml.Node) []member {
 	var own, merged []member
+	index := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], resolve(n.Content[i+1])
 		if k.Tag == "!!merge" {
@@ -315,28 +329,21 @@ func pairs(n *yaml.Node) []member {
 			continue
 		}
 		m := member{key: k, value: v, name: k.Value}
-		if i := indexName(own, m.name); i >= 0 {
+		if i, ok := index[m.name]; ok {
 			own[i] = m
 			continue
 		}
+		index[m.name] = len(own)
 		own = append(own, m)
 	}
 	out := own
 	for _, m := range merged {
-		if indexName(out, m.name) < 0 {
+		if _, ok := index[m.name]; !ok {
+			index[m.name] = len(out)
 			out = append(out, m)
 		}
 	}
 	return out
-}
-
-func indexName(ms []member, name string) int {
-	for i, m := range ms {
-		if m.name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 func resolve(n *yaml.Node) *yaml.Node {
@@ -367,11 +374,4 @@ func describe(n *yaml.Node) string {
 		return fmt.Sprintf("the string %q", n.Value)
 	}
 	return kindName(n)
-}
-
-func join(path, name string) string {
-	if path == "" {
-		return name
-	}
-	return path + "." + name
 }
