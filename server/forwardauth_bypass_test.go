@@ -1,43 +1,9 @@
 package server_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
-
-	"github.com/ratescope/ratescope/internal/apptest"
 )
-
-// askLines asks forward auth with every header line given, in order, as
-// repeated lines when a name repeats (as a chain of proxies sends them).
-func askLines(t testing.TB, app *apptest.App, method, path, host string, header ...string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, app.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if host != "" {
-		req.Host = host
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Add(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	out := response{status: resp.StatusCode, header: resp.Header, raw: string(b)}
-	if len(b) > 0 {
-		if err := json.Unmarshal(b, &out.body); err != nil {
-			t.Fatalf("%s %s: body is not a JSON object: %q", method, path, b)
-		}
-	}
-	return out
-}
 
 // TestForwardAuthNearestForwardedValues: X-Forwarded-Host and
 // X-Forwarded-Method are read as the proxy nearest to ratescope wrote them —
@@ -54,7 +20,7 @@ routes:
     policy: login
 `))
 	login := []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login"}
-	if r := askLines(t, app, "GET", "/forward-auth", "", login...); r.status != 200 || r.header.Get("RateLimit") == "" {
+	if r := ask(t, "GET", app.URL+"/forward-auth", "", login...); r.status != 200 || r.header.Get("RateLimit") == "" {
 		t.Fatalf("first login: %d %v %s", r.status, r.header, r.raw)
 	}
 	for _, tc := range []struct {
@@ -68,12 +34,12 @@ routes:
 		{"uri: the client's line first", []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/elsewhere", "X-Forwarded-Uri", "/login"}},
 		{"uri: a comma is part of a path", []string{"X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com", "X-Forwarded-Uri", "/login,x"}},
 	} {
-		if r := askLines(t, app, "GET", "/forward-auth", "", tc.header...); r.status != 429 || r.body["policy"] != "login" {
+		if r := ask(t, "GET", app.URL+"/forward-auth", "", tc.header...); r.status != 429 || r.body["policy"] != "login" {
 			t.Errorf("%s: %d %v %s, want the login route's 429", tc.name, r.status, r.header, r.raw)
 		}
 	}
 	// The nearest value decides the other way too: another host is not the route's.
-	if r := askLines(t, app, "GET", "/forward-auth", "", "X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com, other.example", "X-Forwarded-Uri", "/login"); r.status != 200 || r.header.Get("RateLimit") != "" {
+	if r := ask(t, "GET", app.URL+"/forward-auth", "", "X-Forwarded-Method", "POST", "X-Forwarded-Host", "api.example.com, other.example", "X-Forwarded-Uri", "/login"); r.status != 200 || r.header.Get("RateLimit") != "" {
 		t.Errorf("nearest host other.example matched the route: %d %v %s", r.status, r.header, r.raw)
 	}
 }
@@ -92,7 +58,7 @@ routes:
 `))
 	viaHeaders := func(method string) response {
 		t.Helper()
-		return askLines(t, app, "GET", "/forward-auth", "", "X-Forwarded-Method", method, "X-Forwarded-Uri", "/feed")
+		return ask(t, "GET", app.URL+"/forward-auth", "", "X-Forwarded-Method", method, "X-Forwarded-Uri", "/feed")
 	}
 	if r := viaHeaders("GET"); r.status != 200 || r.header.Get("RateLimit") != `"feed";r=1;t=60` {
 		t.Fatalf("GET: %d %v %s", r.status, r.header, r.raw)
@@ -103,7 +69,7 @@ routes:
 	if r := viaHeaders("HEAD"); r.status != 429 || r.body["policy"] != "feed" {
 		t.Errorf("HEAD in X-Forwarded-Method passed a used-up GET route: %d %v %s", r.status, r.header, r.raw)
 	}
-	if r := askLines(t, app, "HEAD", "/forward-auth/feed", ""); r.status != 429 || r.header.Get("Retry-After") == "" {
+	if r := ask(t, "HEAD", app.URL+"/forward-auth/feed", ""); r.status != 429 || r.header.Get("Retry-After") == "" {
 		t.Errorf("HEAD under the prefix passed a used-up GET route: %d %v", r.status, r.header)
 	}
 	// Other methods are still not the route's.
@@ -146,7 +112,7 @@ routes:
 	const victim, attacker = "203.0.113.7", "198.51.100.9"
 	from := func(client, path, host string, header ...string) response {
 		t.Helper()
-		return askLines(t, app, "GET", "/forward-auth"+path, host, append([]string{"X-Forwarded-For", client}, header...)...)
+		return ask(t, "GET", app.URL+"/forward-auth"+path, host, append([]string{"X-Forwarded-For", client}, header...)...)
 	}
 	// The attacker uses up the windows its API key and Host name.
 	for _, tc := range []struct {

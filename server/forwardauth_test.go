@@ -59,7 +59,9 @@ func fa(t testing.TB, app *apptest.App, path string, header ...string) response 
 	return ask(t, "GET", app.URL+path, "", header...)
 }
 
-// ask is do with a Host of the test's choosing (a "Host" pair in header).
+// ask is do with a Host of the test's choosing; header pairs are added in
+// order, as repeated lines when a name repeats (as a chain of proxies sends
+// them).
 func ask(t testing.TB, method, url, host string, header ...string) response {
 	t.Helper()
 	req, err := http.NewRequest(method, url, nil)
@@ -70,7 +72,7 @@ func ask(t testing.TB, method, url, host string, header ...string) response {
 		req.Host = host
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		req.Header.Add(header[i], header[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

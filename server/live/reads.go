@@ -44,11 +44,7 @@ func newRecentReads() recentReads { return recentReads{m: map[Window]*reads{}} }
 func (rs *recentReads) join(w Window, since time.Time) (r *read, lead bool, wait time.Duration) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	e := rs.m[w]
-	if e == nil {
-		e = &reads{}
-		rs.m[w] = e
-	}
+	e := rs.of(w)
 	switch {
 	case e.cur != nil && !e.cur.start.Before(since):
 		return e.cur, false, 0
@@ -63,15 +59,21 @@ func (rs *recentReads) join(w Window, since time.Time) (r *read, lead bool, wait
 	return r, true, max(wait, 0)
 }
 
-// begin starts a read led by a viewer: it is w's latest from now on.
-func (rs *recentReads) begin(w Window, r *read) {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
+// of is w's reads, made on first use; rs.mu is held.
+func (rs *recentReads) of(w Window) *reads {
 	e := rs.m[w]
 	if e == nil {
 		e = &reads{}
 		rs.m[w] = e
 	}
+	return e
+}
+
+// begin starts a read led by a viewer: it is w's latest from now on.
+func (rs *recentReads) begin(w Window, r *read) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	e := rs.of(w)
 	if e.next == r {
 		e.next = nil
 	}
@@ -86,11 +88,7 @@ func (rs *recentReads) begin(w Window, r *read) {
 func (rs *recentReads) claim(w Window, now time.Time) (*read, bool) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	e := rs.m[w]
-	if e == nil {
-		e = &reads{}
-		rs.m[w] = e
-	}
+	e := rs.of(w)
 	if r := e.cur; r != nil && !r.forLoop && now.Sub(r.start) < snapshotCoalesce && (r.at.IsZero() || r.err == nil) {
 		return r, false
 	}
