@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
@@ -101,20 +102,36 @@ var labGuardPolicy = limiter.Policy{
 	Algorithm: limiter.GCRA,
 }
 
-// labGuard spends one of the client's lab checks — the client address as
+// labAPI is what the lab's routes use: the limiter that decides a lab's
+// requests and guards its clients' budgets, the trusted proxies (whose
+// clients are counted, not the proxy), who may use the lab, the cap on labs
+// in Redis, the recent requests a late tab gets, the live view, the bound on
+// Redis calls and the counter of lab checks refused.
+type labAPI struct {
+	lim     *limiter.Limiter
+	store   *configStore
+	auth    authorizer
+	labs    labRegistry
+	recent  labRecent
+	live    *live.View
+	redis   redisCalls
+	refused *prometheus.CounterVec // by reason
+}
+
+// guard spends one of the client's lab checks — the client address as
 // forward auth finds it — and answers 429 with Retry-After when none is left.
 // It is the lab's own budget, not a check: no metrics, no live view, no
 // RateLimit fields. When Redis fails, the lab check that follows answers.
-func (a *app) labGuard(ctx context.Context, c echo.Context) error {
-	addr, err := httplimit.ClientAddr(c.Request(), a.store.load().trusted)
+func (l labAPI) guard(ctx context.Context, c echo.Context) error {
+	addr, err := httplimit.ClientAddr(c.Request(), l.store.load().trusted)
 	if err != nil {
 		return nil // no address to key by (a malformed X-Forwarded-For from a trusted proxy)
 	}
-	d, err := a.lim.Allow(ctx, httplimit.JoinKey(httplimit.JoinPlus, "lab", addr), labGuardPolicy, 1)
+	d, err := l.lim.Allow(ctx, httplimit.JoinKey(httplimit.JoinPlus, "lab", addr), labGuardPolicy, 1)
 	if err != nil || !d.Denied() {
 		return nil
 	}
-	a.metrics.labRefused.WithLabelValues(refusedClient).Inc()
+	l.refused.WithLabelValues(refusedClient).Inc()
 	return newProblem(http.StatusTooManyRequests, fmt.Sprintf(
 		"this client sent more than %d lab checks in a minute; retry in %d ms", labGuardPolicy.Rules[0].Limit, d.RetryAfterMs)).
 		withHeader("Retry-After", httplimit.RetryAfter(d.RetryAfterMs))
@@ -124,7 +141,7 @@ func (a *app) labGuard(ctx context.Context, c echo.Context) error {
 // in one round trip: POST /api/v1/lab/check. Labs are a sandbox: no token,
 // unless an API token closes them (authorizeLab). A new lab beyond
 // --max-labs is refused; labs already running go on.
-func handleLabCheck(a *app) echo.HandlerFunc {
+func handleLabCheck(l labAPI) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldLab, fieldLimit, fieldWindowMs, fieldCost)
 		if err != nil {
@@ -141,59 +158,59 @@ func handleLabCheck(a *app) echo.HandlerFunc {
 		if err := p.problem(); err != nil {
 			return err
 		}
-		if err := a.auth.authorizeLab(c); err != nil {
+		if err := l.auth.authorizeLab(c); err != nil {
 			return err
 		}
 		// One deadline for the budget, the place and the decision.
-		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
+		ctx, cancel := l.redis.bound(c)
 		defer cancel()
-		if err := a.labGuard(ctx, c); err != nil {
+		if err := l.guard(ctx, c); err != nil {
 			return err
 		}
-		ok, retryMs, err := a.labs.admit(ctx, lab, int64(windowMs))
+		ok, retryMs, err := l.labs.admit(ctx, lab, int64(windowMs))
 		switch {
 		case err != nil:
-			a.metrics.redisErrors.WithLabelValues("lab").Inc()
-			return unavailable("failed to decide in Redis; try again shortly")
+			return l.redis.failed("lab", "failed to decide in Redis")
 		case !ok:
-			a.metrics.labRefused.WithLabelValues(refusedLabs).Inc()
-			return labsFull(a.labs.max, retryMs)
+			l.refused.WithLabelValues(refusedLabs).Inc()
+			return labsFull(l.labs.max, retryMs)
 		}
-		ds, err := a.lim.AllowEach(ctx, labKey(lab), labPolicies(limit, int64(windowMs)), cost)
+		ds, err := l.lim.AllowEach(ctx, labKey(lab), labPolicies(limit, int64(windowMs)), cost)
 		if err != nil {
 			if errors.Is(err, limiter.ErrInvalidCost) {
 				return badRequest([]httplimit.FieldError{{Field: "cost", Detail: err.Error()}})
 			}
-			a.metrics.redisErrors.WithLabelValues("lab").Inc()
-			return unavailable("failed to decide in Redis; try again shortly")
+			return l.redis.failed("lab", "failed to decide in Redis")
 		}
 		out := live.NewLabResult(lab, limit, int64(windowMs), cost, ds)
-		if err := a.labRecent.record(ctx, out); err != nil {
+		if err := l.recent.record(ctx, out); err != nil {
 			// Decided all the same: only a tab that joins later misses it.
-			a.metrics.redisErrors.WithLabelValues("lab").Inc()
+			l.redis.errors.WithLabelValues("lab").Inc()
 		}
-		a.live.Lab(out)
+		l.live.Lab(out)
 		return c.JSON(http.StatusOK, out)
 	}
 }
 
 // handleLabReset empties a lab's five windows: DELETE /api/v1/lab?lab=.
-func handleLabReset(a *app) echo.HandlerFunc {
+func handleLabReset(l labAPI) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		lab, err := readLab(c)
 		if err != nil {
 			return err
 		}
-		if err := a.auth.authorizeLab(c); err != nil {
+		if err := l.auth.authorizeLab(c); err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(c.Request().Context(), a.cfg.CheckTimeout)
-		defer cancel()
-		if err := a.lim.Reset(ctx, labKey(lab), limiter.Policy{Name: labPolicy}); err != nil || a.labRecent.forget(ctx, lab) != nil {
-			a.metrics.redisErrors.WithLabelValues("lab").Inc()
-			return unavailable("failed to reset the lab in Redis; try again shortly")
+		if err := l.redis.do(c, "lab", "failed to reset the lab in Redis", func(ctx context.Context) error {
+			if err := l.lim.Reset(ctx, labKey(lab), limiter.Policy{Name: labPolicy}); err != nil {
+				return err
+			}
+			return l.recent.forget(ctx, lab)
+		}); err != nil {
+			return err
 		}
-		a.live.LabReset(lab)
+		l.live.LabReset(lab)
 		return c.NoContent(http.StatusNoContent)
 	}
 }
@@ -213,7 +230,7 @@ var (
 
 // handleLabPage renders the lab: GET /lab?lab=&limit=&window=&traffic=
 // preselects; with no lab name the page gets a fresh random one.
-func handleLabPage(a *app) echo.HandlerFunc {
+func handleLabPage(l labAPI, shell pageShell) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldLab, fieldLimit, fieldWindow, fieldTraffic)
 		if err != nil {
@@ -234,15 +251,11 @@ func handleLabPage(a *app) echo.HandlerFunc {
 		if err := p.problem(); err != nil {
 			return err
 		}
-		page := views.LabPage{
+		return render(c, views.Lab(views.LabPage{
 			Lab: lab, Limit: limit, WindowS: window, Traffic: traffic, NameMax: labMaxName,
 			Keys:   redisdata.StateKey(labKey(lab), labPolicy, "…"),
-			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
-			Facts: pageFacts, TokenRequired: a.auth.labLocked(),
-		}
-		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
-		c.Response().Header().Set("Cache-Control", "no-store")
-		c.Response().WriteHeader(http.StatusOK)
-		return views.Lab(page).Render(c.Request().Context(), c.Response())
+			TickMs: shell.tickMs, Instance: shell.instance, AssetVersion: shell.instance,
+			Facts: pageFacts, TokenRequired: l.auth.labLocked(),
+		}))
 	}
 }

@@ -7,14 +7,21 @@ import (
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
 
-	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/overview"
 	"github.com/ratescope/ratescope/views"
 )
 
-// overviewPolicy reads and checks ?policy= of an overview request (default
-// the sandbox) and who may see it.
-func overviewPolicy(c echo.Context, a *app) (string, error) {
+// overviewAPI is what the overview's routes use: the policies in force, who
+// may see a policy's clients, and the counts across instances.
+type overviewAPI struct {
+	store *configStore
+	auth  authorizer
+	ov    *overview.Overview
+}
+
+// policy reads and checks ?policy= of an overview request (default the
+// sandbox) and who may see it.
+func (o overviewAPI) policy(c echo.Context) (string, error) {
 	p, err := readParams(c, fieldPolicy)
 	if err != nil {
 		return "", err
@@ -22,11 +29,11 @@ func overviewPolicy(c echo.Context, a *app) (string, error) {
 	if _, ok := p.values["policy"]; !ok {
 		p.values["policy"] = sandboxPolicy
 	}
-	pol := p.policy(a.store.load())
+	pol := p.policy(o.store.load())
 	if err := p.problem(); err != nil {
 		return "", err
 	}
-	if err := a.auth.authorizeOverview(c, pol.Name); err != nil {
+	if err := o.auth.authorizeOverview(c, pol.Name); err != nil {
 		return "", err
 	}
 	return pol.Name, nil
@@ -34,45 +41,45 @@ func overviewPolicy(c echo.Context, a *app) (string, error) {
 
 // handleOverview answers GET /api/v1/overview?policy=: every policy's rates
 // and the policy's top clients, across instances.
-func handleOverview(a *app, ov *overview.Overview) echo.HandlerFunc {
+func handleOverview(o overviewAPI) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		policy, err := overviewPolicy(c, a)
+		policy, err := o.policy(c)
 		if err != nil {
 			return err
 		}
 		c.Response().Header().Set("Cache-Control", "no-store")
-		return c.JSON(http.StatusOK, ov.State(c.Request().Context(), policy))
+		return c.JSON(http.StatusOK, o.ov.State(c.Request().Context(), policy))
 	}
 }
 
 // handleOverviewWS checks an overview stream request — GET
 // /ws/overview?policy= — and streams the overview once a second. While it is
 // open, the other instances send this one their counts.
-func handleOverviewWS(a *app, l *live.View, ov *overview.Overview) echo.HandlerFunc {
+func handleOverviewWS(o overviewAPI, s streams) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		policy, err := overviewPolicy(c, a)
+		policy, err := o.policy(c)
 		if err != nil {
 			return err
 		}
-		return accept(c, a, func(conn *websocket.Conn) {
-			ov.Watch(policy)
-			l.ServeOverview(conn, policy, func() []byte { return ov.Message(policy) })
+		return s.accept(c, func(conn *websocket.Conn) {
+			o.ov.Watch(policy)
+			s.live.ServeOverview(conn, policy, func() []byte { return o.ov.Message(policy) })
 		})
 	}
 }
 
 // handleOverviewPage renders the traffic overview for ?policy= (default the
 // sandbox), as the overview answers now; its script follows /ws/overview.
-func handleOverviewPage(a *app, ov *overview.Overview) echo.HandlerFunc {
+func handleOverviewPage(o overviewAPI, shell pageShell) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		policy, err := overviewPolicy(c, a)
+		policy, err := o.policy(c)
 		if err != nil {
 			return err
 		}
-		st := ov.State(c.Request().Context(), policy)
+		st := o.ov.State(c.Request().Context(), policy)
 		page := views.OverviewPage{
 			Policy: policy, Instances: st.Instances,
-			TickMs: a.cfg.TickInterval.Milliseconds(), AssetVersion: a.instance,
+			TickMs: shell.tickMs, AssetVersion: shell.instance,
 			Checks: overviewRows(st.Top.Checks), Denied: overviewRows(st.Top.Denied),
 		}
 		for _, p := range st.Policies {
@@ -80,14 +87,11 @@ func handleOverviewPage(a *app, ov *overview.Overview) echo.HandlerFunc {
 				page.Shadow = p.Shadow
 			}
 			page.Policies = append(page.Policies, views.OverviewPolicy{
-				Name: p.Name, Rules: rulesLabel(a.store, p.Name), Shadow: p.Shadow,
+				Name: p.Name, Rules: rulesLabel(o.store, p.Name), Shadow: p.Shadow,
 				Allowed: p.Allowed, Denied: p.Denied, ShadowDenied: p.ShadowDenied, Cached: p.Cached,
 			})
 		}
-		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
-		c.Response().Header().Set("Cache-Control", "no-store")
-		c.Response().WriteHeader(http.StatusOK)
-		return views.Overview(page).Render(c.Request().Context(), c.Response())
+		return render(c, views.Overview(page))
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
 
 	"github.com/ratescope/ratescope/internal/redisdata"
@@ -13,8 +14,25 @@ import (
 	"github.com/ratescope/ratescope/views"
 )
 
+// pageShell is what every page tells its scripts of this instance: the tick
+// interval its clock interpolates between, and the instance that versions
+// its assets' URLs.
+type pageShell struct {
+	tickMs   int64
+	instance string
+}
+
+// render writes a page: HTML, never stored (it shows the state of now).
+func render(c echo.Context, page templ.Component) error {
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
+	h.Set("Cache-Control", "no-store")
+	c.Response().WriteHeader(http.StatusOK)
+	return page.Render(c.Request().Context(), c.Response())
+}
+
 // handlePage renders the visualizer for ?key=&policy= (default demo/demo).
-func handlePage(a *app) echo.HandlerFunc {
+func handlePage(store *configStore, shell pageShell) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldKey, fieldPolicy)
 		if err != nil {
@@ -26,7 +44,7 @@ func handlePage(a *app) echo.HandlerFunc {
 		if _, ok := p.values["policy"]; !ok {
 			p.values["policy"] = sandboxPolicy
 		}
-		set := a.store.load()
+		set := store.load()
 		key := p.key()
 		pol := p.policy(set)
 		if err := p.problem(); err != nil {
@@ -41,15 +59,11 @@ func handlePage(a *app) echo.HandlerFunc {
 				})
 			}
 		}
-		page := views.Page{
+		return render(c, views.IndexPage(views.Page{
 			Key: key, Policy: pol.Name, Policies: policies,
-			TickMs: a.cfg.TickInterval.Milliseconds(), Instance: a.instance, AssetVersion: a.instance,
+			TickMs: shell.tickMs, Instance: shell.instance, AssetVersion: shell.instance,
 			Facts: pageFacts,
-		}
-		c.Response().Header().Set(echo.HeaderContentType, echo.MIMETextHTMLCharsetUTF8)
-		c.Response().Header().Set("Cache-Control", "no-store")
-		c.Response().WriteHeader(http.StatusOK)
-		return views.IndexPage(page).Render(c.Request().Context(), c.Response())
+		}))
 	}
 }
 

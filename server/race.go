@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratescope/ratescope/internal/naive"
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/server/live"
 )
 
@@ -71,9 +74,21 @@ func (r *races) done(key, client string) {
 	r.mu.Unlock()
 }
 
+// raceAPI is what the race demo uses: the sandbox policy and the trusted
+// proxies in force, the limiter (atomic) and the naive checks on the same
+// Redis, the races running, the live view, Redis's error counter and the log.
+type raceAPI struct {
+	store  *configStore
+	lim    *limiter.Limiter
+	naive  *naive.Limiter
+	races  *races
+	live   *live.View
+	errors *prometheus.CounterVec // ratescope_redis_errors_total{op}
+	log    *slog.Logger
+}
+
 // handleRace runs the race demo on the sandbox policy: POST /api/v1/race.
-func handleRace(a *app) echo.HandlerFunc {
-	slow := naive.New(a.rdb)
+func handleRace(r raceAPI) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldKey, fieldPolicy, fieldMode, fieldRequests, fieldThinkMs)
 		if err != nil {
@@ -92,38 +107,38 @@ func handleRace(a *app) echo.HandlerFunc {
 		if err := p.problem(); err != nil {
 			return err
 		}
-		pol, _ := a.store.lookup(sandboxPolicy)
+		pol, _ := r.store.lookup(sandboxPolicy)
 
-		client := viewerClient(c.Request(), a.store.load().trusted)
-		if p := a.races.start(key, client); p != nil {
+		client := viewerClient(c.Request(), r.store.load().trusted)
+		if p := r.races.start(key, client); p != nil {
 			return p
 		}
-		defer a.races.done(key, client)
+		defer r.races.done(key, client)
 
 		think := time.Duration(thinkMs) * time.Millisecond
 		ctx, cancel := context.WithTimeout(c.Request().Context(), think+raceSlack-raceAnswerMargin)
 		defer cancel()
-		if err := a.lim.Reset(ctx, key, pol); err != nil {
-			a.metrics.redisErrors.WithLabelValues("reset").Inc()
+		if err := r.lim.Reset(ctx, key, pol); err != nil {
+			r.errors.WithLabelValues("reset").Inc()
 			return unavailable("failed to reset the window in Redis; try again shortly")
 		}
-		a.observeReset(key, pol)
+		r.live.Reset(key, pol.Name)
 
 		var check func() (bool, error)
 		if mode == "atomic" {
 			check = func() (bool, error) {
-				d, err := a.lim.Allow(ctx, key, pol, 1)
+				d, err := r.lim.Allow(ctx, key, pol, 1)
 				return d.Allowed, err
 			}
 		} else {
 			after := thinkAfterRead(ctx, think)
 			check = func() (bool, error) {
-				return slow.Allow(ctx, key, pol, naive.Options{AfterRead: after})
+				return r.naive.Allow(ctx, key, pol, naive.Options{AfterRead: after})
 			}
 		}
 		allowed, denied, failed, took := race(requests, check)
 		if failed > 0 {
-			a.metrics.redisErrors.WithLabelValues("race").Add(float64(failed))
+			r.errors.WithLabelValues("race").Add(float64(failed))
 			return unavailable("Redis failed or was too slow during the race; try again shortly")
 		}
 		out := live.RaceOutcome{
@@ -131,8 +146,8 @@ func handleRace(a *app) echo.HandlerFunc {
 			Limit: pol.SmallestLimit(), Overshoot: max(0, allowed-pol.SmallestLimit()),
 			DurationMs: took.Milliseconds(), Key: key, Policy: pol.Name,
 		}
-		a.log.Info("race", "mode", mode, "requests", requests, "allowed", allowed, "limit", out.Limit, "duration_ms", out.DurationMs)
-		a.live.Race(out)
+		r.log.Info("race", "mode", mode, "requests", requests, "allowed", allowed, "limit", out.Limit, "duration_ms", out.DurationMs)
+		r.live.Race(out)
 		return c.JSON(http.StatusOK, out)
 	}
 }

@@ -3,36 +3,53 @@ package server
 import (
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ratescope/ratescope/internal/naive"
 )
 
-// routes is the whole HTTP surface in one place.
-func routes(e *echo.Echo, a *app) {
+// routes is the whole HTTP surface in one place, with what each route's
+// handler uses.
+func routes(e *echo.Echo, p *parts) {
+	redis := redisCalls{timeout: p.checkTimeout, errors: p.metrics.redisErrors}
+	windows := windowAPI{store: p.store, auth: p.auth, lim: p.lim, redis: redis}
+	streams := streams{live: p.live, origins: p.origins, store: p.store, viewers: p.viewers, refused: p.metrics.wsRefused}
+	shell := pageShell{tickMs: p.tickInterval.Milliseconds(), instance: p.instance}
+	overview := overviewAPI{store: p.store, auth: p.auth, ov: p.overview}
+	lab := labAPI{
+		lim: p.lim, store: p.store, auth: p.auth, labs: p.labs, recent: p.labRecent,
+		live: p.live, redis: redis, refused: p.metrics.labRefused,
+	}
+	race := raceAPI{
+		store: p.store, lim: p.lim, naive: naive.New(p.rdb), races: p.races,
+		live: p.live, errors: p.metrics.redisErrors, log: p.log,
+	}
+
 	api := e.Group("/api/v1")
-	api.POST("/check", handleCheck(a.store, a.checker, a.auth))
-	api.GET("/window", handleWindow(a))
-	api.DELETE("/window", handleReset(a))
-	api.GET("/policies", handlePolicies(a.store))
-	api.POST("/race", handleRace(a))
-	api.POST("/lab/check", handleLabCheck(a))
-	api.DELETE("/lab", handleLabReset(a))
-	api.GET("/overview", handleOverview(a, a.overview))
+	api.POST("/check", handleCheck(p.store, p.checker, p.auth))
+	api.GET("/window", handleWindow(windows))
+	api.DELETE("/window", handleReset(windows, p.live, p.log))
+	api.GET("/policies", handlePolicies(p.store))
+	api.POST("/race", handleRace(race))
+	api.POST("/lab/check", handleLabCheck(lab))
+	api.DELETE("/lab", handleLabReset(lab))
+	api.GET("/overview", handleOverview(overview))
 	api.GET("/openapi.json", handleOpenAPI())
 
-	forwardAuth := handleForwardAuth(a.store, a.checker)
+	forwardAuth := handleForwardAuth(p.store, p.checker)
 	e.Any(forwardAuthPrefix, forwardAuth)
 	e.Any(forwardAuthPrefix+"/*", forwardAuth)
 
-	e.GET("/", handlePage(a))
-	e.GET("/lab", handleLabPage(a))
-	e.GET("/overview", handleOverviewPage(a, a.overview))
+	e.GET("/", handlePage(p.store, shell))
+	e.GET("/lab", handleLabPage(lab, shell))
+	e.GET("/overview", handleOverviewPage(overview, shell))
 	e.GET("/static/*", handleStatic())
-	e.GET("/ws", handleWS(a, a.live))
-	e.GET("/ws/lab", handleLabWS(a, a.live))
-	e.GET("/ws/overview", handleOverviewWS(a, a.live, a.overview))
+	e.GET("/ws", handleWS(windows, streams))
+	e.GET("/ws/lab", handleLabWS(streams))
+	e.GET("/ws/overview", handleOverviewWS(overview, streams))
 
 	e.GET("/healthz", handleHealthz())
-	e.GET("/readyz", handleReadyz(a))
+	e.GET("/readyz", handleReadyz(p.ready, p.failMode))
 	// envoyproxy/ratelimit's probe path, so its manifests' probes work as they are.
-	e.GET("/healthcheck", handleReadyz(a))
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{})))
+	e.GET("/healthcheck", handleReadyz(p.ready, p.failMode))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{})))
 }

@@ -8,32 +8,45 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ratescope/ratescope/limiter/httplimit"
 	"github.com/ratescope/ratescope/server/live"
 )
 
+// streams is what every WebSocket route uses to admit a viewer and serve
+// it: the live view, the origins allowed besides the page's own, the trusted
+// proxies (whose clients are counted, not the proxy), and the caps on
+// viewers with the counter of those refused.
+type streams struct {
+	live    *live.View
+	origins []string // --allowed-origins
+	store   *configStore
+	viewers *slots[string] // viewers per client address (ClientAddr) and per instance
+	refused *prometheus.CounterVec
+}
+
 // handleWS checks a stream request — GET /ws?key=&policy= — and hands the
 // connection to the live view.
-func handleWS(a *app, l *live.View) echo.HandlerFunc {
+func handleWS(w windowAPI, s streams) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		key, pol, err := windowParams(c, a, false)
+		key, pol, err := w.params(c, false)
 		if err != nil {
 			return err
 		}
-		return accept(c, a, func(conn *websocket.Conn) { l.Serve(conn, key, pol) })
+		return s.accept(c, func(conn *websocket.Conn) { s.live.Serve(conn, key, pol) })
 	}
 }
 
 // handleLabWS checks a lab stream request — GET /ws/lab?lab= — and hands the
-// connection to the live view. Labs are a sandbox: no token; origins as /ws.
-func handleLabWS(a *app, l *live.View) echo.HandlerFunc {
+// connection to the live view. Watching writes nothing: no token; origins as /ws.
+func handleLabWS(s streams) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		lab, err := readLab(c)
 		if err != nil {
 			return err
 		}
-		return accept(c, a, func(conn *websocket.Conn) { l.ServeLab(conn, lab) })
+		return s.accept(c, func(conn *websocket.Conn) { s.live.ServeLab(conn, lab) })
 	}
 }
 
@@ -41,20 +54,20 @@ func handleLabWS(a *app, l *live.View) echo.HandlerFunc {
 // it until it ends; a foreign origin gets 403 as a problem document. Every
 // stream is a viewer: beyond the caps on viewers per instance and per client
 // the upgrade is refused with 503 before anything is upgraded.
-func accept(c echo.Context, a *app, serve func(*websocket.Conn)) error {
-	if !originAllowed(c.Request(), a.cfg.AllowedOrigins) {
+func (s streams) accept(c echo.Context, serve func(*websocket.Conn)) error {
+	if !originAllowed(c.Request(), s.origins) {
 		return newProblem(http.StatusForbidden, "origin "+truncate(c.Request().Header.Get("Origin"), 100)+" may not open this stream; see --allowed-origins")
 	}
-	client := viewerClient(c.Request(), a.store.load().trusted)
-	if why := a.viewers.take(client); why != "" {
-		a.metrics.wsRefused.WithLabelValues(why).Inc()
+	client := viewerClient(c.Request(), s.store.load().trusted)
+	if why := s.viewers.take(client); why != "" {
+		s.refused.WithLabelValues(why).Inc()
 		detail := "this instance serves as many viewers as it may (--max-viewers); try again later"
 		if why == refusedClient {
 			detail = "this client address watches as many streams as it may (--max-viewers-per-client); close one or try again later"
 		}
 		return newProblem(http.StatusServiceUnavailable, detail).withHeader("Retry-After", viewersRetryAfter)
 	}
-	defer a.viewers.give(client)
+	defer s.viewers.give(client)
 	conn, err := websocket.Accept(c.Response(), c.Request(), &websocket.AcceptOptions{
 		InsecureSkipVerify: true, // the origin was checked above, with a problem document on failure
 	})

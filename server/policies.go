@@ -1,0 +1,45 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ratescope/ratescope/limiter"
+)
+
+type policyJSON struct {
+	Name      string            `json:"name"`
+	Rules     []policyRuleJSON  `json:"rules"`
+	Algorithm limiter.Algorithm `json:"algorithm"` // SPEC §8: one of limiter.Algorithms
+	Shadow    bool              `json:"shadow"`    // SPEC §9
+}
+
+type policyRuleJSON struct {
+	Limit    int   `json:"limit"`
+	WindowMs int64 `json:"windowMs"`
+}
+
+// policiesJSON is the answer of GET /api/v1/policies: the policies in force,
+// the version of the config they belong to and when it was loaded.
+type policiesJSON struct {
+	Policies []policyJSON `json:"policies"`
+	Version  string       `json:"version"`
+	LoadedAt int64        `json:"loadedAt"` // epoch milliseconds
+}
+
+// handlePolicies lists the policies in force: GET /api/v1/policies.
+func handlePolicies(store *configStore) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		set := store.load()
+		out := policiesJSON{Version: set.version, LoadedAt: set.loadedAt.UnixMilli()}
+		for _, p := range set.policies {
+			pj := policyJSON{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow}
+			for _, r := range p.Rules {
+				pj.Rules = append(pj.Rules, policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs()})
+			}
+			out.Policies = append(out.Policies, pj)
+		}
+		return c.JSON(http.StatusOK, out)
+	}
+}
