@@ -27,6 +27,7 @@ import (
 	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/overview"
 	"github.com/ratescope/ratescope/server/readiness"
+	"github.com/ratescope/ratescope/server/redisconn"
 )
 
 // Server timeouts: slow or idle clients must not pin connections. A request's
@@ -74,7 +75,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	rdb, closeRedis, err := connectRedis(cfg, log)
+	rdb, closeRedis, err := redisconn.Connect(redisconn.Options{URL: cfg.RedisURL, Cluster: cfg.RedisCluster, Log: log})
 	if err != nil {
 		return err
 	}
