@@ -17,6 +17,7 @@ import (
 
 	"github.com/ratescope/ratescope/internal/buildinfo"
 	"github.com/ratescope/ratescope/server/live"
+	"github.com/ratescope/ratescope/server/redisconn"
 )
 
 const (
@@ -55,7 +56,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	rdb, closeRedis, err := connectRedis(cfg, log)
+	rdb, closeRedis, err := redisconn.Connect(redisconn.Options{URL: cfg.RedisURL, Cluster: cfg.RedisCluster, Log: log})
 	if err != nil {
 		return err
 	}

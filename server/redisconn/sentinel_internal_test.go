@@ -1,4 +1,4 @@
-package server
+package redisconn
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // errors are named, and it cannot also be a cluster.
 func TestSentinelURLs(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	rdb, closeRedis, err := connectRedis(Config{RedisURL: "redis://127.0.0.1:1?master_name=mymaster&addr=127.0.0.1:2"}, log)
+	rdb, closeRedis, err := Connect(Options{URL: "redis://127.0.0.1:1?master_name=mymaster&addr=127.0.0.1:2", Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,16 +28,17 @@ func TestSentinelURLs(t *testing.T) {
 		t.Fatalf("a Sentinel URL gives a %T", rdb)
 	}
 	for _, c := range []struct {
-		cfg  Config
+		opt  Options
 		want string
 	}{
-		{Config{RedisURL: "redis://s1:26379?master_name=mymaster&bogus=1"}, "unexpected option: bogus"},
-		{Config{RedisURL: "redis://s1:26379?master_name=mymaster&addr=nohostport"}, "unable to parse addr param"},
-		{Config{RedisURL: "redis://s1:26379?master_name=mymaster", RedisCluster: true}, "exclude each other"},
+		{Options{URL: "redis://s1:26379?master_name=mymaster&bogus=1"}, "unexpected option: bogus"},
+		{Options{URL: "redis://s1:26379?master_name=mymaster&addr=nohostport"}, "unable to parse addr param"},
+		{Options{URL: "redis://s1:26379?master_name=mymaster", Cluster: true}, "exclude each other"},
 	} {
-		_, _, err := connectRedis(c.cfg, log)
+		c.opt.Log = log
+		_, _, err := Connect(c.opt)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%+v: err %v, want one naming %q", c.cfg, err, c.want)
+			t.Errorf("%s (cluster %v): err %v, want one naming %q", c.opt.URL, c.opt.Cluster, err, c.want)
 		}
 	}
 }
