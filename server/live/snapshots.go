@@ -67,33 +67,6 @@ func (s *snapshots) take() (dirty, fresh map[Window]struct{}, sized map[Window]r
 	return dirty, fresh, sized
 }
 
-// spacing is how far apart messages to n viewers of one window must be for the
-// instance to spend at most fanoutBudget frames a second on them: snapshotCoalesce
-// up to 1,000 viewers, 500 ms for 10,000.
-func spacing(n int) time.Duration {
-	return snapshotSpacing(n, 0)
-}
-
-// writeUnit is what one write to a socket carries: a frame larger than the
-// connection's 4 KB write buffer costs a write per 4 KB.
-const writeUnit = 4 << 10
-
-// snapshotSpacing is spacing for snapshots of size bytes: a large snapshot counts
-// as a frame per writeUnit it fills, so a window with many entries and a large
-// audience gets its change-driven snapshots less often. Its viewers lose nothing:
-// each decision says what changed as it happens, and every viewer still gets a
-// snapshot every second.
-func snapshotSpacing(n, size int) time.Duration {
-	frames := time.Duration(n) * time.Duration(1+size/writeUnit)
-	return max(snapshotCoalesce, frames*time.Second/fanoutBudget)
-}
-
-// due reports whether something last sent at last may go again at now, gap apart;
-// half a loop period of slack absorbs the ticker's jitter.
-func due(now, last time.Time, gap time.Duration) bool {
-	return now.Sub(last) >= gap-snapshotCoalesce/2
-}
-
 // Snapshot reads: snapshotBatch windows share one Redis round trip, and up
 // to snapshotReaders batches are in flight, so thousands of watched windows
 // are read within a fraction of a second while most of the Redis client's

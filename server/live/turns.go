@@ -2,6 +2,9 @@ package live
 
 import "time"
 
+// How often one window's viewers get its messages: spaced by the audience
+// and the snapshot's size, and, for a large audience, in turns.
+//
 // A window with a large audience takes its snapshots in turns, once a second
 // each: its viewers fall in groups of about groupViewers, and each 50 ms round
 // serves one group, so no round writes a snapshot to every viewer at once and
@@ -52,4 +55,31 @@ func minTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// spacing is how far apart messages to n viewers of one window must be for the
+// instance to spend at most fanoutBudget frames a second on them: snapshotCoalesce
+// up to 1,000 viewers, 500 ms for 10,000.
+func spacing(n int) time.Duration {
+	return snapshotSpacing(n, 0)
+}
+
+// writeUnit is what one write to a socket carries: a frame larger than the
+// connection's 4 KB write buffer costs a write per 4 KB.
+const writeUnit = 4 << 10
+
+// snapshotSpacing is spacing for snapshots of size bytes: a large snapshot counts
+// as a frame per writeUnit it fills, so a window with many entries and a large
+// audience gets its change-driven snapshots less often. Its viewers lose nothing:
+// each decision says what changed as it happens, and every viewer still gets a
+// snapshot every second.
+func snapshotSpacing(n, size int) time.Duration {
+	frames := time.Duration(n) * time.Duration(1+size/writeUnit)
+	return max(snapshotCoalesce, frames*time.Second/fanoutBudget)
+}
+
+// due reports whether something last sent at last may go again at now, gap apart;
+// half a loop period of slack absorbs the ticker's jitter.
+func due(now, last time.Time, gap time.Duration) bool {
+	return now.Sub(last) >= gap-snapshotCoalesce/2
 }
