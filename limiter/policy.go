@@ -82,15 +82,16 @@ func (p Policy) Longest() time.Duration {
 }
 
 // MaxCost is the largest cost one request may have: the smallest limit (a
-// larger cost could never pass) and, for the log, which adds an entry per
-// unit of cost, at most MaxLogCost. Under CountDenied (Fixed) any cost up to
-// MaxCountedCost is taken: a larger one than the limit is counted and denied.
+// larger cost could never pass) and at most its algorithm's Descriptor.MaxCost
+// (for the log, which adds an entry per unit of cost, MaxLogCost). Under
+// CountDenied (Fixed) any cost up to MaxCountedCost is taken: a larger one
+// than the limit is counted and denied.
 func (p Policy) MaxCost() int {
-	switch {
-	case p.CountDenied && algorithmOf(p).countsDenied():
+	if p.CountDenied && algorithmOf(p).countsDenied() {
 		return MaxCountedCost
-	case p.AlgorithmName() == Log:
-		return min(p.SmallestLimit(), MaxLogCost)
+	}
+	if r, ok := registry[p.AlgorithmName()]; ok && r.MaxCost > 0 {
+		return min(p.SmallestLimit(), r.MaxCost)
 	}
 	return p.SmallestLimit()
 }
