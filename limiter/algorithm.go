@@ -32,8 +32,21 @@ type Descriptor struct {
 	// Tradeoff says in a sentence what it gives and what it costs, as
 	// the lab shows them side by side.
 	Tradeoff string `json:"tradeoff"`
-	// MaxLimit is the largest limit one of its rules may have.
+	// MaxLimit is the largest limit a rule of a policy spec may have
+	// (ParsePolicy): its ExactLimit, at most the limiter's MaxLimit.
+	// register fills it in.
 	MaxLimit int `json:"maxLimit"`
+	// ExactLimit and ExactWindow bound what it decides exactly: the largest
+	// limit and the longest window (0: any) of one rule. A policy spec is
+	// held to less (MaxLimit, windows up to MaxWindow); a Policy built in
+	// Go may use all of it, as server/envoyconf does for
+	// envoyproxy/ratelimit's files, whose limits are any uint32 and whose
+	// units reach a year.
+	ExactLimit  int           `json:"exactLimit"`
+	ExactWindow time.Duration `json:"exactWindow"`
+	// MaxCost is the largest cost of one request besides the policy's
+	// smallest limit (Policy.MaxCost); 0: the limit alone bounds it.
+	MaxCost int `json:"maxCost"`
 	// Entries reports that it keeps one entry per allowed request (the log)
 	// rather than a few numbers per rule.
 	Entries bool `json:"entries"`
@@ -56,6 +69,10 @@ func register(order int, d Descriptor, impl algorithm) {
 	if _, dup := registry[d.Name]; dup {
 		panic("limiter: algorithm " + string(d.Name) + " registered twice")
 	}
+	if d.ExactLimit < 1 {
+		panic("limiter: algorithm " + string(d.Name) + " registered without ExactLimit")
+	}
+	d.MaxLimit = min(d.ExactLimit, MaxLimit)
 	registry[d.Name] = &registered{Descriptor: d, order: order, impl: impl}
 }
 

@@ -16,11 +16,12 @@ const Bucket Algorithm = "bucket"
 
 func init() {
 	register(4, Descriptor{
-		Name:     Bucket,
-		Title:    "Token bucket",
-		Caption:  "Token bucket: up to limit tokens, refilled continuously at limit per window; each request takes its cost in tokens.",
-		Tradeoff: "A bucket of limit tokens refilled continuously at limit per window, one token per request: it decides as GCRA does, storing tokens and a time.",
-		MaxLimit: MaxLimit,
+		Name:        Bucket,
+		Title:       "Token bucket",
+		Caption:     "Token bucket: up to limit tokens, refilled continuously at limit per window; each request takes its cost in tokens.",
+		Tradeoff:    "A bucket of limit tokens refilled continuously at limit per window, one token per request: it decides as GCRA does, storing tokens and a time.",
+		ExactLimit:  MaxLimit,
+		ExactWindow: MaxWindow,
 	}, stateAlgorithm{
 		name:   Bucket,
 		script: newStateScript(bucketSrc),

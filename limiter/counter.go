@@ -14,11 +14,12 @@ const Counter Algorithm = "counter"
 
 func init() {
 	register(2, Descriptor{
-		Name:     Counter,
-		Title:    "Sliding-window counter",
-		Caption:  "Sliding-window counter: the previous window's count, weighted by how much of it the sliding window still covers, plus the current window's count; two counters, an approximation.",
-		Tradeoff: "Two counters: the previous window's count weighted by how much of it still overlaps, plus the current one; close to the log, yet an estimate.",
-		MaxLimit: MaxLimit,
+		Name:        Counter,
+		Title:       "Sliding-window counter",
+		Caption:     "Sliding-window counter: the previous window's count, weighted by how much of it the sliding window still covers, plus the current window's count; two counters, an approximation.",
+		Tradeoff:    "Two counters: the previous window's count weighted by how much of it still overlaps, plus the current one; close to the log, yet an estimate.",
+		ExactLimit:  MaxLimit,
+		ExactWindow: MaxWindow,
 	}, stateAlgorithm{
 		name:   Counter,
 		script: newStateScript(counterSrc),

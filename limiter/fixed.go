@@ -15,7 +15,9 @@ func init() {
 		Title:    "Fixed window",
 		Caption:  "Fixed window: one counter per window aligned on Redis time; it starts again from 0 at each edge, so a burst can pass just before and just after one.",
 		Tradeoff: "One counter per window aligned to the clock, emptied at every edge: cheap, but limit requests just before an edge and limit just after it all pass.",
-		MaxLimit: MaxLimit,
+		// One whole-number counter, which Lua keeps exact well past
+		// MaxCountedCost: any limit of envoyproxy/ratelimit's files (a uint32).
+		ExactLimit: MaxCountedCost,
 	}, stateAlgorithm{
 		name:   Fixed,
 		script: newStateScript(fixedSrc),

@@ -15,11 +15,12 @@ const GCRA Algorithm = "gcra"
 
 func init() {
 	register(3, Descriptor{
-		Name:     GCRA,
-		Title:    "GCRA",
-		Caption:  "GCRA: one timestamp, the theoretical arrival time (TAT); each request pushes it on by window / limit, and a request fits while the TAT stays within one window of now.",
-		Tradeoff: "One timestamp, the theoretical arrival time: a burst of up to limit, then one request per window ÷ limit, as go-redis/redis_rate does.",
-		MaxLimit: MaxLimit,
+		Name:        GCRA,
+		Title:       "GCRA",
+		Caption:     "GCRA: one timestamp, the theoretical arrival time (TAT); each request pushes it on by window / limit, and a request fits while the TAT stays within one window of now.",
+		Tradeoff:    "One timestamp, the theoretical arrival time: a burst of up to limit, then one request per window ÷ limit, as go-redis/redis_rate does.",
+		ExactLimit:  MaxLimit,
+		ExactWindow: MaxWindow,
 	}, stateAlgorithm{
 		name:   GCRA,
 		script: newStateScript(gcraSrc),

@@ -33,8 +33,11 @@ func init() {
 		Title:    "Sliding-window log",
 		Caption:  "Sliding-window log: one sorted-set entry per allowed request, scored by Redis time; exact.",
 		Tradeoff: "Keeps the time of every allowed request, so no window of the rule's length ever holds more than the limit: exact, at one sorted-set entry per request.",
-		MaxLimit: MaxLogLimit,
-		Entries:  true,
+		// An entry per allowed request, each unit of a cost added in one
+		// script: both bounded so no window or check holds Redis for long.
+		ExactLimit: MaxLogLimit,
+		MaxCost:    MaxLogCost,
+		Entries:    true,
 	}, logAlgorithm{})
 	redisdata.CheckScript = checkSrc
 }

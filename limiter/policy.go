@@ -24,17 +24,6 @@ const (
 	MaxLogCost = 1000
 )
 
-// The policies that exist unless a configuration redefines them
-// (ParsePolicies): DefaultPolicy for callers that name no policy, DemoPolicy
-// as the public sandbox of ratescope's page.
-const (
-	DefaultPolicy = "default"
-	DemoPolicy    = "demo"
-)
-
-// defaultPolicies are DefaultPolicy's and DemoPolicy's specs, in that order.
-var defaultPolicies = [...]string{DefaultPolicy + "=10/60s", DemoPolicy + "=5/10s"}
-
 // Rule is one limit over one window: at most Limit entries with a score inside
 // (now - Window, now].
 type Rule struct {
@@ -93,15 +82,16 @@ func (p Policy) Longest() time.Duration {
 }
 
 // MaxCost is the largest cost one request may have: the smallest limit (a
-// larger cost could never pass) and, for the log, which adds an entry per
-// unit of cost, at most MaxLogCost. Under CountDenied (Fixed) any cost up to
-// MaxCountedCost is taken: a larger one than the limit is counted and denied.
+// larger cost could never pass) and at most its algorithm's Descriptor.MaxCost
+// (for the log, which adds an entry per unit of cost, MaxLogCost). Under
+// CountDenied (Fixed) any cost up to MaxCountedCost is taken: a larger one
+// than the limit is counted and denied.
 func (p Policy) MaxCost() int {
-	switch {
-	case p.CountDenied && algorithmOf(p).countsDenied():
+	if p.CountDenied && algorithmOf(p).countsDenied() {
 		return MaxCountedCost
-	case p.AlgorithmName() == Log:
-		return min(p.SmallestLimit(), MaxLogCost)
+	}
+	if r, ok := registry[p.AlgorithmName()]; ok && r.MaxCost > 0 {
+		return min(p.SmallestLimit(), r.MaxCost)
 	}
 	return p.SmallestLimit()
 }
@@ -217,11 +207,12 @@ func parseRule(s string, maxLimit int) (Rule, error) {
 	return Rule{Limit: limit, Window: w}, nil
 }
 
-// ParsePolicies parses every spec and adds the default policies
-// (DefaultPolicy, DemoPolicy) that are not redefined. A malformed spec or a name defined twice is an error that names it.
-// The defaults come first, in their own order, then the rest as given.
+// ParsePolicies parses every spec, in order, skipping blank ones. A malformed
+// spec or a name defined twice is an error that names it. It adds nothing:
+// policies a program wants to exist unless configured (ratescope's server has
+// "default" and "demo") are that program's to add.
 func ParsePolicies(specs []string) ([]Policy, error) {
-	var given []Policy
+	var out []Policy
 	seen := map[string]bool{}
 	for _, s := range specs {
 		if strings.TrimSpace(s) == "" {
@@ -235,18 +226,9 @@ func ParsePolicies(specs []string) ([]Policy, error) {
 			return nil, fmt.Errorf("policy %q is defined twice", p.Name)
 		}
 		seen[p.Name] = true
-		given = append(given, p)
+		out = append(out, p)
 	}
-	var out []Policy
-	for _, s := range defaultPolicies {
-		d, _ := ParsePolicy(s)
-		if i := slices.IndexFunc(given, func(o Policy) bool { return o.Name == d.Name }); i >= 0 {
-			d = given[i]
-			given = slices.Delete(given, i, i+1)
-		}
-		out = append(out, d)
-	}
-	return append(out, given...), nil
+	return out, nil
 }
 
 // KeyAlphabet is what a client key may hold: 1 to MaxKeyLen bytes of these

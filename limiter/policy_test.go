@@ -115,6 +115,8 @@ func TestParsePolicyErrors(t *testing.T) {
 	}
 }
 
+// TestParsePolicies: the policies given, in order, and nothing else — a
+// program's own defaults are its to add.
 func TestParsePolicies(t *testing.T) {
 	ps, err := limiter.ParsePolicies([]string{"login=5/1m", "demo=3/5s", ""})
 	if err != nil {
@@ -124,7 +126,7 @@ func TestParsePolicies(t *testing.T) {
 	for _, p := range ps {
 		got = append(got, p.String())
 	}
-	want := "default=10/1m demo=3/5s login=5/1m"
+	want := "login=5/1m demo=3/5s"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("got %q, want %q", strings.Join(got, " "), want)
 	}
@@ -133,6 +135,9 @@ func TestParsePolicies(t *testing.T) {
 	}
 	if _, err := limiter.ParsePolicies([]string{"bad"}); err == nil || !strings.Contains(err.Error(), `"bad"`) {
 		t.Fatalf("malformed: %v", err)
+	}
+	if ps, err := limiter.ParsePolicies(nil); err != nil || len(ps) != 0 {
+		t.Fatalf("no specs: %v, %v", ps, err)
 	}
 }
 

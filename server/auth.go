@@ -6,12 +6,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/ratescope/ratescope/limiter"
 )
-
-// sandboxPolicy is the public policy: anyone may check, watch, reset and race it.
-const sandboxPolicy = limiter.DemoPolicy
 
 // authorizer holds the tokens of SPEC §3.
 type authorizer struct {

@@ -216,7 +216,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 			cfg.PolicySpecs = append(cfg.PolicySpecs, spec)
 		}
 	}
-	if _, err := limiter.ParsePolicies(cfg.PolicySpecs); err != nil {
+	if _, err := parsePolicies(cfg.PolicySpecs); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", policySource, err))
 	}
 	for p := range strings.SplitSeq(*proxies, ",") {

@@ -241,7 +241,7 @@ func (p *params) key() string {
 func (p *params) policy(set *settings) *policyEntry {
 	name, ok := p.values["policy"]
 	if !ok {
-		name = "default"
+		name = defaultPolicy
 	}
 	pol, found := set.policy(name)
 	if !found {

@@ -173,7 +173,7 @@ func mergePolicies(flagSpecs []string, file *parsedFile) ([]limiter.Policy, erro
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return limiter.ParsePolicies(specs)
+	return parsePolicies(specs)
 }
 
 // policySpec composes one file policy's string form, refusing fields that

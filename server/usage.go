@@ -26,10 +26,10 @@ Policies (--policy, repeatable, or RATESCOPE_POLICIES separated by ';'):
   e.g. login=5/1m,20/1h   api=1000/1m@gcra   search=50/10s+shadow
   NAME is [a-z0-9_-]{1,32}; WINDOW a duration of whole seconds, 1s to 168h; ALGORITHM one
   of %s (default %s); +shadow decides and records but always allows.
-  default=10/1m and demo=5/10s exist unless redefined.
+  %s exist unless redefined.
 
 Flags (each has an environment twin, in brackets; a flag wins over it):
-`, limiter.AlgorithmNames(), limiter.Log)
+`, limiter.AlgorithmNames(), limiter.Log, builtinPoliciesText())
 	fs.VisitAll(func(f *flag.Flag) {
 		kind, help := flag.UnquoteUsage(f)
 		fmt.Fprintf(w, "  --%s %s\n        %s", f.Name, kind, help)

@@ -37,7 +37,7 @@ func testPage() views.Page {
 func testFacts() views.Facts {
 	f := views.Facts{
 		KeyChars: "A-Za-z0-9._:@/+=-", KeyAlphabet: limiter.KeyAlphabet, KeyMax: limiter.MaxKeyLen,
-		KeyFormat: redisdata.KeyFormat, StateKeyFormat: redisdata.StateKeyFormat, Sandbox: limiter.DemoPolicy,
+		KeyFormat: redisdata.KeyFormat, StateKeyFormat: redisdata.StateKeyFormat, Sandbox: "demo",
 	}
 	for _, d := range limiter.Algorithms() {
 		f.Algorithms = append(f.Algorithms, views.Algorithm{

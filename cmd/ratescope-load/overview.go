@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/ratescope/ratescope/internal/bus"
 )
 
 // The overview phase (--overview): what the traffic overview costs the
@@ -134,7 +136,7 @@ func (v *overviewVariant) watch(ctx context.Context, srv *serverProc) (stop func
 			if err != nil {
 				return
 			}
-			v.msgs.Add(int64(strings.Count(string(b), `"type":"overview"`)))
+			v.msgs.Add(int64(strings.Count(string(b), `"type":"`+bus.TypeOverview+`"`)))
 		}
 	})
 	return func() { conn.CloseNow(); wg.Wait() }, nil

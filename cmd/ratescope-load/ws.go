@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/ratescope/ratescope/internal/bus"
 )
 
 const (
@@ -40,7 +42,7 @@ const (
 var (
 	// decisionMark finds decision messages without decoding every tick; a
 	// decision's "id" comes after its type.
-	decisionMark = []byte(`"type":"decision"`)
+	decisionMark = []byte(`"type":"` + bus.TypeDecision + `"`)
 	idMark       = []byte(`"id":"`)
 )
 

@@ -1,8 +1,9 @@
 // Package bus is the protocol ratescope instances speak to each other over
 // Redis Pub/Sub, defined once: the channel, the envelope, how a batch of
-// envelopes is encoded, the decision message viewers receive, presence
-// (which windows some instance's viewers watch), the outbox that publishes
-// and the listener that subscribes. The live view (server/live) and
+// envelopes is encoded, the stream's message types (every kind a viewer
+// reads, declared once in types.go), the decision message viewers receive,
+// presence (which windows some instance's viewers watch), the outbox that
+// publishes and the listener that subscribes. The live view (server/live) and
 // livebus.Publisher both speak it; only the Publisher is public.
 package bus
 

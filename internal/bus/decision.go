@@ -5,9 +5,6 @@ import (
 	"github.com/ratescope/ratescope/limiter/httplimit"
 )
 
-// TypeDecision is the "type" of the decision message.
-const TypeDecision = "decision"
-
 // DecisionMessage is the decision message of d, made by instance: the
 // check's answer (httplimit.DecisionBody) with its type and the instance,
 // so viewers read a decision as a client of the check API does. Like the

@@ -90,7 +90,7 @@ func (b *builder) file(p *parser, f *yamlFile) {
 		p.fail(field(algorithmKey), f.algorithmLine, "%q is not an algorithm; want one of %s", alg, limiter.AlgorithmNames())
 		return
 	case !explicit && b.opts.Compat:
-		alg = limiter.Fixed
+		alg = envoyAlgorithm
 	case !explicit:
 		alg = limiter.Log
 	}
@@ -108,7 +108,7 @@ func (b *builder) file(p *parser, f *yamlFile) {
 	}
 	b.domainFile[f.domain] = p.file
 	fmt.Fprintf(b.canon, "domain %q\n", f.domain)
-	root := &node{children: map[string]*node{}, base: limiter.Policy{Algorithm: alg, CountDenied: b.opts.Compat && alg == limiter.Fixed}}
+	root := &node{children: map[string]*node{}, base: limiter.Policy{Algorithm: alg, CountDenied: b.opts.Compat && alg == envoyAlgorithm}}
 	b.names, b.nameLen = append(b.names[:0], f.domain), len(f.domain)
 	b.descriptors(p, root, f.descriptors, leafRules{alg: alg, explicit: explicit, countDenied: root.base.CountDenied})
 	b.set.domains[f.domain] = root
@@ -221,37 +221,4 @@ func (b *builder) limit(p *parser, d yamlDescriptor, full string, rules leafRule
 	l.Policy.Rules = []limiter.Rule{{Limit: int(y.requestsPerUnit), Window: w}}
 	b.bound(p, l, y, rules)
 	return l
-}
-
-// bound keeps a limit within what its algorithm decides exactly: the log
-// keeps an entry per request, so a limit it cannot hold is decided by fixed
-// (as envoyproxy/ratelimit decides every limit) unless the file chose the
-// log; the counter, gcra and bucket scripts stay exact up to
-// limiter.MaxLimit and limiter.MaxWindow.
-func (b *builder) bound(p *parser, l *Limit, y *yamlLimit, rules leafRules) {
-	r := l.Policy.Rules[0]
-	switch l.Policy.Algorithm {
-	case limiter.Log:
-		if r.Limit <= limiter.MaxLogLimit {
-			return
-		}
-		if rules.explicit {
-			p.fail(y.path.member("requests_per_unit"), y.line, "%d is more than the log keeps (%d); choose another algorithm:", r.Limit, limiter.MaxLogLimit)
-			return
-		}
-		l.Policy.Algorithm, l.Policy.CountDenied = limiter.Fixed, b.opts.Compat
-		if len(b.set.warnings) >= conffile.MaxListed {
-			b.moreWarnings++
-			return
-		}
-		b.set.warnings = append(b.set.warnings, fmt.Sprintf("%s: %s.requests_per_unit: %d is more than the log keeps (%d); %s is decided by fixed windows",
-			p.file, y.path, r.Limit, limiter.MaxLogLimit, l.Policy.Name))
-	case limiter.Counter, limiter.GCRA, limiter.Bucket:
-		if r.Limit > limiter.MaxLimit {
-			p.fail(y.path.member("requests_per_unit"), y.line, "%d is more than %s takes (%d)", r.Limit, l.Policy.Algorithm, limiter.MaxLimit)
-		}
-		if r.Window > limiter.MaxWindow {
-			p.fail(y.path.member("unit"), y.unitLine, "%s is longer than %s takes (a week)", strings.ToLower(l.Unit.String()), l.Policy.Algorithm)
-		}
-	}
 }

@@ -176,8 +176,8 @@ func Override(base, of limiter.Policy, requestsPerUnit uint32, unit Unit) (limit
 		p.Name += "/" + strconv.FormatInt(int64(w/time.Second), 10)
 	}
 	p.Rules = []limiter.Rule{{Limit: int(requestsPerUnit), Window: w}}
-	if p.AlgorithmName() == limiter.Log && requestsPerUnit > limiter.MaxLogLimit {
-		p.Algorithm = limiter.Fixed
+	if cannotHold(p) {
+		p.Algorithm = envoyAlgorithm
 	}
 	return p, true
 }

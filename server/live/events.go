@@ -12,7 +12,7 @@ import (
 
 // Decision reports one check's decision.
 func (v *View) Decision(d limiter.Decision) {
-	v.event(TypeDecision, Window{Key: d.Key, Policy: d.Policy}, func() []byte {
+	v.event(bus.TypeDecision, Window{Key: d.Key, Policy: d.Policy}, func() []byte {
 		return bus.DecisionMessage(d, v.d.Instance)
 	})
 }
@@ -20,13 +20,13 @@ func (v *View) Decision(d limiter.Decision) {
 // Reset reports that a window was emptied.
 func (v *View) Reset(key, policy string) {
 	w := Window{Key: key, Policy: policy}
-	v.event(TypeReset, w, func() []byte { return resetMessage(w, v.nowMs()) })
+	v.event(bus.TypeReset, w, func() []byte { return resetMessage(w, v.nowMs()) })
 }
 
 // Race reports a race's outcome (SPEC §6); the snapshot that follows shows its
 // entries.
 func (v *View) Race(r RaceOutcome) {
-	v.event(TypeRace, Window{Key: r.Key, Policy: r.Policy}, func() []byte { return raceMessage(r) })
+	v.event(bus.TypeRace, Window{Key: r.Key, Policy: r.Policy}, func() []byte { return raceMessage(r) })
 }
 
 func (v *View) event(kind string, w Window, build func() []byte) {

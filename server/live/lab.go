@@ -7,6 +7,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
+	"github.com/ratescope/ratescope/internal/bus"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -60,7 +61,7 @@ type labMsg struct {
 	LabResult
 }
 
-func labMessage(r LabResult) []byte { return encode(labMsg{Type: TypeLab, LabResult: r}) }
+func labMessage(r LabResult) []byte { return encode(labMsg{Type: bus.TypeLab, LabResult: r}) }
 
 type labResetMsg struct {
 	Type  string `json:"type"`
@@ -69,7 +70,7 @@ type labResetMsg struct {
 }
 
 func labResetMessage(lab string, nowMs int64) []byte {
-	return encode(labResetMsg{Type: TypeLabReset, Lab: lab, NowMs: nowMs})
+	return encode(labResetMsg{Type: bus.TypeLabReset, Lab: lab, NowMs: nowMs})
 }
 
 // labSnapshotMsg gives a viewer that joins the lab's recent requests, so a
@@ -90,12 +91,12 @@ type labHelloMsg struct {
 
 // Lab reports one lab request to every viewer of the lab, on every instance.
 func (v *View) Lab(r LabResult) {
-	v.event(TypeLab, labWindow(r.Lab), func() []byte { return labMessage(r) })
+	v.event(bus.TypeLab, labWindow(r.Lab), func() []byte { return labMessage(r) })
 }
 
 // LabReset reports that a lab's windows were emptied.
 func (v *View) LabReset(lab string) {
-	v.event(TypeLabReset, labWindow(lab), func() []byte { return labResetMessage(lab, v.nowMs()) })
+	v.event(bus.TypeLabReset, labWindow(lab), func() []byte { return labResetMessage(lab, v.nowMs()) })
 }
 
 // ServeLab streams a lab to conn, as Serve does a window: hello, the Redis
@@ -104,7 +105,7 @@ func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 	w := labWindow(lab)
 	v.serve(conn, w, func(since time.Time) [][]byte {
 		first := [][]byte{
-			encode(labHelloMsg{Type: TypeHello, Instance: v.d.Instance, Lab: lab, TickMs: v.d.TickInterval.Milliseconds()}),
+			encode(labHelloMsg{Type: bus.TypeHello, Instance: v.d.Instance, Lab: lab, TickMs: v.d.TickInterval.Milliseconds()}),
 			*v.clock.status.Load(),
 		}
 		if v.d.LabRequests == nil {
@@ -118,7 +119,7 @@ func (v *View) ServeLab(conn *websocket.Conn, lab string) {
 			if err != nil {
 				return nil, 0, err
 			}
-			return encode(labSnapshotMsg{Type: TypeLabSnapshot, Lab: lab, Requests: rs, NowMs: v.nowMs()}), len(rs), nil
+			return encode(labSnapshotMsg{Type: bus.TypeLabSnapshot, Lab: lab, Requests: rs, NowMs: v.nowMs()}), len(rs), nil
 		})
 		if !ok {
 			return first

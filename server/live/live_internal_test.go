@@ -118,13 +118,13 @@ func TestReceiveBatchedEnvelopes(t *testing.T) {
 		return bus.Envelope{Origin: origin, Kind: kind, Topic: w.Topic(), Msg: json.RawMessage(msg)}
 	}
 	v.receive(encode([]bus.Envelope{
-		env("them", TypeDecision, w, `{"n":1}`),
-		env("me", TypeDecision, w, `{"n":"mine"}`),
-		env("them", TypeReset, w, `{"n":2}`),
+		env("them", bus.TypeDecision, w, `{"n":1}`),
+		env("me", bus.TypeDecision, w, `{"n":"mine"}`),
+		env("them", bus.TypeReset, w, `{"n":2}`),
 		{Origin: "them", Kind: bus.KindPresence, Topic: w.Topic(), Viewers: 3},
-		env("them", TypeRace, w, `{"n":3}`),
+		env("them", bus.TypeRace, w, `{"n":3}`),
 	}))
-	v.receive(encode(env("them", TypeDecision, w, `{"n":4}`))) // one envelope alone
+	v.receive(encode(env("them", bus.TypeDecision, w, `{"n":4}`))) // one envelope alone
 	v.receive([]byte(`[not json`))
 
 	got, _ := sub.Take(nil, 1<<20)
@@ -184,14 +184,14 @@ func TestPeriodicSnapshotsCarryTheTick(t *testing.T) {
 	if sizes := v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1, periodic: true}, {w: lab, groups: 1, periodic: true}}); sizes[0].bytes <= 0 || sizes[1].bytes != 0 {
 		t.Fatalf("sizes %v, want the window's snapshot and none for the lab", sizes)
 	}
-	if got := types(ws); !slices.Equal(got, []string{TypeTick, TypeSnapshot}) {
+	if got := types(ws); !slices.Equal(got, []string{bus.TypeTick, bus.TypeSnapshot}) {
 		t.Errorf("the window's viewer took %v in one go, want tick and snapshot", got)
 	}
-	if got := types(lw); !slices.Equal(got, []string{TypeTick}) {
+	if got := types(lw); !slices.Equal(got, []string{bus.TypeTick}) {
 		t.Errorf("the lab's viewer took %v, want the tick", got)
 	}
 	v.publishSnapshots(context.Background(), []snapshotDue{{w: w, groups: 1}})
-	if got := types(ws); !slices.Equal(got, []string{TypeSnapshot}) {
+	if got := types(ws); !slices.Equal(got, []string{bus.TypeSnapshot}) {
 		t.Errorf("after a change the viewer took %v, want the snapshot alone", got)
 	}
 	fail = true

@@ -8,24 +8,10 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 )
 
-// The stream's message types (SPEC §4): the "type" member of every message. A text
-// frame carries one message or, batched, a JSON array of them.
-const (
-	TypeHello    = "hello"
-	TypeStatus   = "status"
-	TypeTick     = "tick"
-	TypeSnapshot = "snapshot"
-	TypeDecision = bus.TypeDecision // the message and its constructor live with the bus protocol
-	TypeReset    = "reset"
-	TypeRace     = "race"
-	TypeViewers  = "viewers"
-	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
-	TypeLabReset = "labReset" // a lab's windows were emptied
-	// TypeLabSnapshot carries a lab's recent requests to a viewer that joins.
-	TypeLabSnapshot = "labSnapshot"
-)
-
-// Each message below is encoded once and the same bytes go to every viewer.
+// The stream's messages (SPEC §4). A text frame carries one message or, batched,
+// a JSON array of them; each message's "type" is one of the Type constants of
+// internal/bus, where every kind is declared once. Each message below is
+// encoded once and the same bytes go to every viewer.
 
 type helloMsg struct {
 	Type     string       `json:"type"`
@@ -47,7 +33,7 @@ type policyRule struct {
 
 func helloMessage(instance, key string, p limiter.Policy, tickMs int64) []byte {
 	m := helloMsg{
-		Type: TypeHello, Instance: instance, Key: key, Policy: p.Name, TickMs: tickMs,
+		Type: bus.TypeHello, Instance: instance, Key: key, Policy: p.Name, TickMs: tickMs,
 		Algorithm: p.AlgorithmName(), Shadow: p.Shadow,
 	}
 	for _, r := range p.Rules {
@@ -66,7 +52,7 @@ func statusMessage(up bool) []byte {
 	if up {
 		state = "up"
 	}
-	return encode(statusMsg{Type: TypeStatus, Redis: state})
+	return encode(statusMsg{Type: bus.TypeStatus, Redis: state})
 }
 
 type tickMsg struct {
@@ -75,7 +61,7 @@ type tickMsg struct {
 }
 
 // TickMessage is the clock tick at nowMs on the limiter's clock.
-func TickMessage(nowMs int64) []byte { return encode(tickMsg{Type: TypeTick, NowMs: nowMs}) }
+func TickMessage(nowMs int64) []byte { return encode(tickMsg{Type: bus.TypeTick, NowMs: nowMs}) }
 
 // WindowState is a window read without consuming it: the body of GET
 // /api/v1/window and, with a type, the snapshot message. Every algorithm
@@ -158,7 +144,7 @@ type snapshotMsg struct {
 }
 
 func snapshotMessage(w limiter.Window) []byte {
-	return encode(snapshotMsg{Type: TypeSnapshot, WindowState: NewWindowState(w)})
+	return encode(snapshotMsg{Type: bus.TypeSnapshot, WindowState: NewWindowState(w)})
 }
 
 type resetMsg struct {
@@ -169,7 +155,7 @@ type resetMsg struct {
 }
 
 func resetMessage(w Window, nowMs int64) []byte {
-	return encode(resetMsg{Type: TypeReset, Key: w.Key, Policy: w.Policy, NowMs: nowMs})
+	return encode(resetMsg{Type: bus.TypeReset, Key: w.Key, Policy: w.Policy, NowMs: nowMs})
 }
 
 // RaceOutcome is the outcome of a race (SPEC §6): the answer to POST /api/v1/race
@@ -191,14 +177,14 @@ type raceMsg struct {
 	RaceOutcome
 }
 
-func raceMessage(r RaceOutcome) []byte { return encode(raceMsg{Type: TypeRace, RaceOutcome: r}) }
+func raceMessage(r RaceOutcome) []byte { return encode(raceMsg{Type: bus.TypeRace, RaceOutcome: r}) }
 
 type viewersMsg struct {
 	Type  string `json:"type"`
 	Count int    `json:"count"`
 }
 
-func viewersMessage(count int) []byte { return encode(viewersMsg{Type: TypeViewers, Count: count}) }
+func viewersMessage(count int) []byte { return encode(viewersMsg{Type: bus.TypeViewers, Count: count}) }
 
 // encode marshals a message; the types above cannot fail to encode.
 func encode(v any) []byte {

@@ -49,9 +49,6 @@ const (
 	peersTTL   = time.Minute
 )
 
-// TypeOverview is the "type" of the overview message of /ws/overview.
-const TypeOverview = "overview"
-
 // Deps is everything the overview uses.
 type Deps struct {
 	Redis    bus.Client
@@ -176,7 +173,7 @@ func (o *Overview) Message(policy string) []byte {
 	b, err := json.Marshal(struct {
 		Type string `json:"type"`
 		State
-	}{TypeOverview, o.state(policy)})
+	}{bus.TypeOverview, o.state(policy)})
 	if err != nil {
 		panic("overview: failed to encode: " + err.Error()) // plain types: cannot happen
 	}

@@ -1,0 +1,26 @@
+package bus
+
+// The stream's message types (SPEC §4): the "type" member of every message a
+// viewer reads, declared here once because every side that builds one needs
+// them — the live view (server/live), the overview (server/overview) and a Go
+// service's livebus.Publisher — and this is the lowest package they all
+// share. An event's envelope carries its message's type as its Kind. The
+// page's copy, MSG in static/js/messages.js, is checked against this block by
+// a test.
+const (
+	TypeHello    = "hello"
+	TypeStatus   = "status"
+	TypeTick     = "tick"
+	TypeSnapshot = "snapshot"
+	TypeDecision = "decision"
+	TypeReset    = "reset"
+	TypeRace     = "race"
+	TypeViewers  = "viewers"
+	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
+	TypeLabReset = "labReset" // a lab's windows were emptied
+	// TypeLabSnapshot carries a lab's recent requests to a viewer that joins.
+	TypeLabSnapshot = "labSnapshot"
+	// TypeOverview is every policy's rates and one policy's top clients, on
+	// /ws/overview once a second (SPEC §11).
+	TypeOverview = "overview"
+)
