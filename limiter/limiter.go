@@ -133,6 +133,16 @@ type Decision struct {
 	// reported them in that denial. The cache stops answering, counted from
 	// when the denied check was sent, no later than the true deadline.
 	Cached bool
+	// Locked marks a denial of a policy with a lock (Policy.Lock): the key
+	// is locked out, every check on the policy is denied and records
+	// nothing until LockUntilMs (epoch ms on Redis's clock). The denial that
+	// locks the key is Locked too. LockLevel counts the locks of this key
+	// in a row (1, 2, 3 …): each within 24 h of the last one's end doubles
+	// the time, up to 24 h. RetryAfterMs is the lock's remaining time, or
+	// the rules' own retry when that is longer.
+	Locked      bool
+	LockLevel   int
+	LockUntilMs int64
 }
 
 // Denied reports whether the caller must refuse the request: denied and not

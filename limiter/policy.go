@@ -54,7 +54,19 @@ type Policy struct {
 	// (it would leave answered denials uncounted). Only Fixed counts this
 	// way; ParsePolicy never sets it, and the other algorithms ignore it.
 	CountDenied bool `json:",omitempty"`
+	// Lock, when not 0, locks a key out once the policy denies it: for Lock
+	// from that denial every check on the policy is denied (Decision.Locked)
+	// and records nothing; each new lock within 24 h of the last one's end
+	// doubles the time, up to MaxLock. A Reset clears the lock and its
+	// history. "+lock=15m" in a policy string.
+	Lock time.Duration `json:",omitempty"`
 }
+
+// Bounds of a lock (Policy.Lock): from a second to a day.
+const (
+	MinLock = time.Second
+	MaxLock = 24 * time.Hour
+)
 
 // MaxCountedCost bounds the cost of one request under CountDenied, as
 // envoyproxy/ratelimit's hits are counted in whole numbers Lua keeps exact.
