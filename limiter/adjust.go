@@ -104,7 +104,7 @@ func (l *Limiter) adjust(ctx context.Context, s *redis.Script, key string, p Pol
 	for _, r := range p.Rules {
 		args = append(args, r.Limit, r.WindowMs())
 	}
-	res, err := l.eval(ctx, 0, s, redisdata.LogKey(key, p.Name), args)
+	res, err := l.eval(ctx, 0, s, []string{redisdata.LogKey(key, p.Name)}, args)
 	if err == nil && len(res) != 3+2*len(p.Rules) {
 		err = fmt.Errorf("%d values", len(res))
 	}

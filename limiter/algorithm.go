@@ -149,15 +149,16 @@ func stateKey(key string, p Policy) string {
 	return redisdata.StateKey(key, p.Name, string(p.AlgorithmName()))
 }
 
-// allStateKeys are the keys of every algorithm for key under policy: a reset
-// clears them all, so a policy whose algorithm was changed by a reload cannot
-// find stale state if it is changed back.
+// allStateKeys are the keys of every algorithm for key under policy, and its
+// lock: a reset clears them all — the lock and its history too — so a
+// policy whose algorithm was changed by a reload cannot find stale state if
+// it is changed back.
 func allStateKeys(key, policy string) []string {
-	keys := make([]string, 0, len(registry))
+	keys := make([]string, 0, len(registry)+1)
 	for _, d := range Algorithms() {
 		keys = append(keys, redisdata.StateKey(key, policy, string(d.Name)))
 	}
-	return keys
+	return append(keys, redisdata.LockKey(key, policy))
 }
 
 // lookup is one window's read: a single-key script call and how to turn its
@@ -173,7 +174,7 @@ type lookup struct {
 // reply into a Decision (and, when denied, each rule's wait for cost 1).
 type prepared struct {
 	script *redis.Script
-	key    string
+	keys   []string // the state's key first; then the lock's, when the policy locks
 	args   []any
 	decide func(res []int64) (Decision, []int64, error)
 }

@@ -65,7 +65,7 @@ type call struct {
 	// sent (bound). Zero: none.
 	deadline time.Time
 	script   *redis.Script
-	key      string
+	keys     []string // all in one slot: the first names it
 	args     []any
 	res      []int64
 	err      error
@@ -96,12 +96,12 @@ func (c *call) bound(now time.Time) {
 	}
 }
 
-// run queues one call of script, whose single key is key, and waits for it;
+// run queues one call of script on keys (the first names the node) and waits for it;
 // Redis gets roundTrip from when the call's pipeline is sent (0: no bound
 // but ctx's). The script is a decision script: it returns an array of
 // integers whose first is 1 when it allowed the request (and recorded it).
-func (b *batcher) run(ctx context.Context, roundTrip time.Duration, script *redis.Script, key string, args []any) ([]int64, error) {
-	c := &call{ctx: ctx, roundTrip: roundTrip, script: script, key: key, args: args, done: make(chan struct{})}
+func (b *batcher) run(ctx context.Context, roundTrip time.Duration, script *redis.Script, keys []string, args []any) ([]int64, error) {
+	c := &call{ctx: ctx, roundTrip: roundTrip, script: script, keys: keys, args: args, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if b.inFlight < b.maxInFlight {
@@ -244,7 +244,7 @@ func (b *batcher) pipeline(ctx context.Context, rdb pipeliner, calls []*call, fu
 	pipe := rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = queueScript(ctx, pipe, c.script, c.key, c.args, full)
+		cmds[i] = queueScript(ctx, pipe, c.script, c.keys, c.args, full)
 	}
 	var wait *redis.IntCmd
 	if b.replicas > 0 {
@@ -255,13 +255,13 @@ func (b *batcher) pipeline(ctx context.Context, rdb pipeliner, calls []*call, fu
 	return cmds, wait
 }
 
-// queueScript queues one run of a single-key script on pipe: by its hash, or
-// with full by its source (EVAL), for a Redis that has not cached it.
-func queueScript(ctx context.Context, pipe redis.Pipeliner, s *redis.Script, key string, args []any, full bool) *redis.Cmd {
+// queueScript queues one run of a script on pipe: by its hash, or with full
+// by its source (EVAL), for a Redis that has not cached it.
+func queueScript(ctx context.Context, pipe redis.Pipeliner, s *redis.Script, keys []string, args []any, full bool) *redis.Cmd {
 	if full {
-		return s.Eval(ctx, pipe, []string{key}, args...)
+		return s.Eval(ctx, pipe, keys, args...)
 	}
-	return s.EvalSha(ctx, pipe, []string{key}, args...)
+	return s.EvalSha(ctx, pipe, keys, args...)
 }
 
 func isNoScript(err error) bool {

@@ -6,8 +6,10 @@
 --          Empty for a peek: decide, and record nothing
 -- ARGV[3]  maxEvict: the most expired entries one call removes
 -- ARGV[4…] the rules as pairs: limit, windowMs (the longest window first or not: any order)
+-- KEYS[2], the last ARGV: a lock (lock.lua, prepended)
 --
--- Returns {allowed, nowMs, then per rule: count, oldestMs, retryMs, retry1Ms}
+-- Returns {allowed, nowMs, then per rule: count, oldestMs, retryMs, retry1Ms,
+-- then, when the policy locks: lock state, level, until (lockDecide)}
 --   count     entries inside the rule's window before this request
 --   oldestMs  oldest score inside the rule's window before this request, -1 when empty
 --   retryMs   for a violated rule, ms until enough entries slide out; else 0
@@ -33,7 +35,7 @@ local maxEvict = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local nrules = (#ARGV - 3) / 2
+local nrules = (nargs - 3) / 2
 local longest, longestArg = 0, nil
 for i = 1, nrules do
   local w = tonumber(ARGV[3 + 2 * i])
@@ -108,6 +110,9 @@ for i = 1, nrules do
   out[#out + 1] = retry1
 end
 
+local lockState, lockLevel, lockUntil
+allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, member ~= '')
+
 if allowed == 1 and member ~= '' then
   -- ZADD in chunks: unpack() takes a few thousand values at most.
   local score = tostring(now)
@@ -127,4 +132,9 @@ if allowed == 1 and member ~= '' then
   redis.call('PEXPIRE', key, longestArg)
 end
 out[1] = allowed
+if lockKey then
+  out[#out + 1] = lockState
+  out[#out + 1] = lockLevel
+  out[#out + 1] = lockUntil
+end
 return out

@@ -106,7 +106,7 @@ func (b *batcher) byNode(ctx context.Context, calls []*call) []group {
 	groups := make([]group, 0, 4) // non-nil: calls whose node is unknown are not sent
 	index := map[*redis.Client]int{}
 	for _, c := range calls {
-		node, err := f.MasterForKey(ctx, c.key)
+		node, err := f.MasterForKey(ctx, c.keys[0])
 		if err != nil {
 			c.finish(nil, fmt.Errorf("failed to find the cluster node of a key: %w", err))
 			continue

@@ -33,10 +33,10 @@ func (l *Limiter) AllowEach(ctx context.Context, key string, ps []Policy, cost i
 			return nil, ErrInvalidCost
 		}
 		calls[i] = algorithmOf(p).prepare(key, p, cost, false)
-		if seen[calls[i].key] {
+		if seen[calls[i].keys[0]] {
 			return nil, ErrSharedKeys
 		}
-		seen[calls[i].key] = true
+		seen[calls[i].keys[0]] = true
 	}
 	cmds, err := l.multi(ctx, calls, false)
 	if err != nil {
@@ -83,7 +83,7 @@ func (l *Limiter) multi(ctx context.Context, calls []prepared, full bool) ([]*re
 	tx := l.rdb.TxPipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = queueScript(ctx, tx, c.script, c.key, c.args, full)
+		cmds[i] = queueScript(ctx, tx, c.script, c.keys, c.args, full)
 	}
 	_, err := tx.Exec(ctx)
 	if err != nil && !isNoScript(err) && !anyNoScript(cmds) {

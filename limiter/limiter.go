@@ -261,11 +261,11 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 
 // eval runs one decision script, in the next pipeline when batching, and
 // gives Redis roundTrip (0: no bound but ctx's) from when it is sent.
-func (l *Limiter) eval(ctx context.Context, roundTrip time.Duration, s *redis.Script, key string, args []any) ([]int64, error) {
+func (l *Limiter) eval(ctx context.Context, roundTrip time.Duration, s *redis.Script, keys []string, args []any) ([]int64, error) {
 	if l.batch != nil {
-		return l.batch.run(ctx, roundTrip, s, key, args)
+		return l.batch.run(ctx, roundTrip, s, keys, args)
 	}
-	c := &call{ctx: ctx, roundTrip: roundTrip, script: s, key: key, args: args, done: make(chan struct{})}
+	c := &call{ctx: ctx, roundTrip: roundTrip, script: s, keys: keys, args: args, done: make(chan struct{})}
 	c.bound(time.Now())
 	if !c.deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -276,7 +276,7 @@ func (l *Limiter) eval(ctx context.Context, roundTrip time.Duration, s *redis.Sc
 		(&batcher{rdb: l.rdb, replicas: l.replicas}).sendCalls(ctx, []*call{c})
 		return c.res, c.err
 	}
-	return s.Run(ctx, l.rdb, []string{key}, args...).Int64Slice()
+	return s.Run(ctx, l.rdb, keys, args...).Int64Slice()
 }
 
 func binding(d Decision) int {

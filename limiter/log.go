@@ -13,9 +13,11 @@ import (
 )
 
 var (
+	//go:embed lock.lua
+	lockSrc string
 	//go:embed check.lua
 	checkSrc    string
-	checkScript = newScript(checkSrc)
+	checkScript = newScript(lockSrc + checkSrc)
 
 	//go:embed window.lua
 	windowSrc    string
@@ -39,7 +41,7 @@ func init() {
 		MaxCost:    MaxLogCost,
 		Entries:    true,
 	}, logAlgorithm{})
-	redisdata.CheckScript = checkSrc
+	redisdata.CheckScript = lockSrc + checkSrc
 }
 
 // logAlgorithm is the sliding-window log: one sorted set per client and
@@ -50,7 +52,7 @@ func (logAlgorithm) countsDenied() bool { return false }
 
 func (a logAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
 	c := a.prepare(key, p, cost, peek)
-	res, err := l.eval(ctx, roundTrip, c.script, c.key, c.args)
+	res, err := l.eval(ctx, roundTrip, c.script, c.keys, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
 	}
@@ -67,15 +69,17 @@ func (logAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepared 
 	for _, r := range p.Rules {
 		args = append(args, r.Limit, r.WindowMs())
 	}
+	keys, args := withLock([]string{redisdata.LogKey(key, p.Name)}, args, key, p)
 	return prepared{
 		script: checkScript,
-		key:    redisdata.LogKey(key, p.Name),
+		keys:   keys,
 		args:   args,
 		decide: func(res []int64) (Decision, []int64, error) {
-			if len(res) != 2+logValues*len(p.Rules) {
+			if len(res) != 2+logValues*len(p.Rules)+lockValues(p) {
 				return Decision{}, nil, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
 			}
 			d, retry1 := decideLog(key, p, cost, member, res)
+			applyLock(&d, retry1, res[2+logValues*len(p.Rules):])
 			return d, retry1, nil
 		},
 	}

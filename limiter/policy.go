@@ -129,7 +129,10 @@ func (p Policy) String() string {
 		s += "@" + string(a)
 	}
 	if p.Shadow {
-		s += shadowSuffix
+		s += "+shadow"
+	}
+	if p.Lock > 0 {
+		s += "+lock=" + WindowString(p.Lock)
 	}
 	return s
 }
@@ -151,33 +154,52 @@ func WindowString(w time.Duration) string {
 
 var policyName = regexp.MustCompile(`^[a-z0-9_-]{1,32}$`)
 
-const shadowSuffix = "+shadow"
+// policyOptions are the options that may follow a policy's rules,
+// "+NAME" or "+NAME=VALUE", in any order with "@ALGORITHM", each at most
+// once: one row per option, so each is parsed in one place and carried by
+// the Policy to the script that decides.
+var policyOptions = map[string]func(p *Policy, value string, given bool) error{
+	"shadow": func(p *Policy, _ string, given bool) error {
+		if given {
+			return errors.New("takes no value")
+		}
+		p.Shadow = true
+		return nil
+	},
+	"lock": func(p *Policy, v string, given bool) error {
+		d, err := time.ParseDuration(v)
+		if !given || err != nil || d < MinLock || d > MaxLock || d%time.Second != 0 {
+			return errors.New("want whole seconds from 1s to 24h, e.g. +lock=15m")
+		}
+		p.Lock = d
+		return nil
+	},
+}
 
-// ParsePolicy reads NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow],
-// e.g. "login=5/1m,20/1h", "api=1000/1m@gcra", "search=50/10s+shadow".
-// WINDOW is a Go duration of whole seconds from 1s to 7 days (168h); a window
-// may appear once. ALGORITHM is one of Algorithms (default log). LIMIT is 1 to
-// its Descriptor's MaxLimit: 100,000 for log, 10,000,000 for the others.
+// ParsePolicy reads NAME=LIMIT/WINDOW[,LIMIT/WINDOW…] followed, in any
+// order, by [@ALGORITHM], [+shadow] and [+lock=DURATION], e.g.
+// "login=5/1m,20/1h", "api=1000/1m@gcra", "search=50/10s+shadow",
+// "login=5/15m+lock=15m". WINDOW is a Go duration of whole seconds from 1s
+// to 7 days (168h); a window may appear once. ALGORITHM is one of Algorithms
+// (default log). LIMIT is 1 to its Descriptor's MaxLimit: 100,000 for log,
+// 10,000,000 for the others.
 func ParsePolicy(s string) (Policy, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok {
-		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow], e.g. login=5/1m,20/1h", s)
+		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow][+lock=DURATION], e.g. login=5/1m,20/1h", s)
 	}
 	name = strings.TrimSpace(name)
 	if !policyName.MatchString(name) {
 		return Policy{}, fmt.Errorf("policy %q: name %q must be 1-32 characters of a-z 0-9 _ -", s, name)
 	}
 	p := Policy{Name: name, Algorithm: Log}
-	rules, flag, hasFlag := strings.Cut(rest, "+")
-	if hasFlag {
-		if "+"+strings.TrimSpace(flag) != shadowSuffix {
-			return Policy{}, fmt.Errorf("policy %q: suffix %q: the only one is +shadow, after the rules and @ALGORITHM", name, "+"+flag)
-		}
-		p.Shadow = true
+	rules, options := rest, ""
+	if i := strings.IndexAny(rest, "@+"); i >= 0 {
+		rules, options = rest[:i], rest[i:]
 	}
-	rules, alg, hasAlg := strings.Cut(rules, "@")
-	if hasAlg {
-		p.Algorithm = Algorithm(strings.TrimSpace(alg))
+	hasAlg, err := p.parseOptions(options)
+	if err != nil {
+		return Policy{}, fmt.Errorf("policy %q: %w", name, err)
 	}
 	desc, known := Describe(p.Algorithm)
 	if !known {
@@ -198,6 +220,44 @@ func ParsePolicy(s string) (Policy, error) {
 	}
 	slices.SortFunc(p.Rules, func(a, b Rule) int { return int(a.Window - b.Window) })
 	return p, nil
+}
+
+// parseOptions reads what follows the rules: "@ALGORITHM" and the
+// policyOptions, each once, in any order. It reports whether an algorithm
+// was named.
+func (p *Policy) parseOptions(s string) (hasAlg bool, err error) {
+	seen := map[string]bool{}
+	for s != "" {
+		kind := s[0]
+		tok := s[1:]
+		if i := strings.IndexAny(tok, "@+"); i >= 0 {
+			tok, s = tok[:i], tok[i:]
+		} else {
+			s = ""
+		}
+		tok = strings.TrimSpace(tok)
+		if kind == '@' {
+			if hasAlg {
+				return true, fmt.Errorf("@ALGORITHM appears twice (@%s, @%s)", p.Algorithm, tok)
+			}
+			hasAlg, p.Algorithm = true, Algorithm(tok)
+			continue
+		}
+		opt, value, given := strings.Cut(tok, "=")
+		opt = strings.TrimSpace(opt)
+		parse, known := policyOptions[opt]
+		switch {
+		case !known:
+			return hasAlg, fmt.Errorf("suffix %q: the options are +shadow and +lock=DURATION, after the rules", "+"+tok)
+		case seen[opt]:
+			return hasAlg, fmt.Errorf("option +%s appears twice", opt)
+		}
+		seen[opt] = true
+		if err := parse(p, strings.TrimSpace(value), given); err != nil {
+			return hasAlg, fmt.Errorf("option %q: %w", "+"+tok, err)
+		}
+	}
+	return hasAlg, nil
 }
 
 func parseRule(s string, maxLimit int) (Rule, error) {

@@ -63,6 +63,11 @@ func TestParsePolicyAlgorithmAndShadow(t *testing.T) {
 		{"c=3/1s@log", limiter.Log, false, "c=3/1s"},
 		{"d=10000000/168h@fixed", limiter.Fixed, false, "d=10000000/168h@fixed"},
 		{"e=100000/1s", limiter.Log, false, "e=100000/1s"},
+		// Options come in any order after the rules.
+		{"f=5/1m+shadow@gcra", limiter.GCRA, true, "f=5/1m@gcra+shadow"},
+		{"login=5/15m+lock=15m", limiter.Log, false, "login=5/15m+lock=15m"},
+		{"g=5/1m+lock=90s@gcra+shadow", limiter.GCRA, true, "g=5/1m@gcra+shadow+lock=90s"},
+		{"h=5/1m + lock = 24h", limiter.Log, false, "h=5/1m+lock=24h"},
 	} {
 		p, err := limiter.ParsePolicy(tc.in)
 		if err != nil {
@@ -97,11 +102,17 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"login=5/1m@", `algorithm "" must be one of log, fixed, counter, gcra, bucket`},
 		{"login=5/1m@sliding", `algorithm "sliding" must be one of`},
 		{"login=5/1m@GCRA", `algorithm "GCRA"`},
-		{"login=5/1m@gcra@log", `algorithm "gcra@log"`},
+		{"login=5/1m@gcra@log", `@ALGORITHM appears twice`},
 		{"login=5/1m+", `suffix "+"`},
 		{"login=5/1m+shadows", `suffix "+shadows"`},
-		{"login=5/1m+shadow@gcra", `suffix "+shadow@gcra"`},
-		{"login=5/1m+shadow+shadow", `suffix "+shadow+shadow"`},
+		{"login=5/1m+shadow+shadow", `option +shadow appears twice`},
+		{"login=5/1m+shadow=yes", `option "+shadow=yes": takes no value`},
+		{"login=5/1m+lock", `option "+lock": want whole seconds from 1s to 24h`},
+		{"login=5/1m+lock=0s", `option "+lock=0s"`},
+		{"login=5/1m+lock=25h", `option "+lock=25h"`},
+		{"login=5/1m+lock=1500ms", `option "+lock=1500ms"`},
+		{"login=5/1m+lock=soon", `option "+lock=soon"`},
+		{"login=5/1m+lock=1m+lock=2m", `option +lock appears twice`},
 		{"login=100001/1m@log", "from 1 to 100000 for @log"},
 		{"login=10000001/1m@gcra", "from 1 to 10000000 for @gcra"},
 		{"login=0/1m@bucket", `rule "0/1m": limit must be a whole number from 1 to 10000000`},

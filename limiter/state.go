@@ -18,7 +18,7 @@ var stateSrc string
 
 // newStateScript is an algorithm's script: state.lua, which reads the clock
 // and runs the rules, followed by the algorithm's own file.
-func newStateScript(src string) *redis.Script { return newScript(stateSrc + "\n" + src) }
+func newStateScript(src string) *redis.Script { return newScript(lockSrc + stateSrc + "\n" + src) }
 
 // stateValues is how many numbers the state scripts return per rule: used,
 // resetMs, retryMs, retry1Ms and three of the algorithm's own.
@@ -103,7 +103,7 @@ func (a stateAlgorithm) read(p Policy, cost int, decided bool, res []int64) (boo
 
 func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
 	c := a.prepare(key, p, cost, peek)
-	res, err := l.eval(ctx, roundTrip, c.script, c.key, c.args)
+	res, err := l.eval(ctx, roundTrip, c.script, c.keys, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
 	}
@@ -119,12 +119,14 @@ func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepa
 		record = recordAll
 	}
 	k, args := a.args(key, p, cost, record)
+	keys, args := withLock([]string{k}, args, key, p)
 	return prepared{
 		script: a.script,
-		key:    k,
+		keys:   keys,
 		args:   args,
 		decide: func(res []int64) (Decision, []int64, error) {
-			allowed, now, rules, retry1, err := a.read(p, cost, true, res)
+			n := max(0, len(res)-lockValues(p)) // the lock's numbers come last
+			allowed, now, rules, retry1, err := a.read(p, cost, true, res[:n])
 			if err != nil {
 				return Decision{}, nil, err
 			}
@@ -138,6 +140,7 @@ func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepa
 				}
 			}
 			d.Binding = binding(d)
+			applyLock(&d, retry1, res[n:])
 			return d, retry1, nil
 		},
 	}

@@ -10,8 +10,10 @@
 --          cost whether allowed or not (envoyproxy/ratelimit's counting), 0
 --          nothing (a peek; with cost 0, a look at the state)
 -- ARGV[3…] the rules as pairs: limit, windowMs
+-- KEYS[2], the last ARGV: a lock (lock.lua, prepended)
 --
--- Returns {allowed, nowMs, then per rule: used, resetMs, retryMs, retry1Ms, s1, s2, s3}
+-- Returns {allowed, nowMs, then per rule: used, resetMs, retryMs, retry1Ms, s1, s2, s3,
+-- then, when the policy locks: lock state, level, until (lockDecide)}
 --   used      what the rule counts as used after this request (limit - what
 --             still fits), including its cost when allowed
 --   resetMs   ms until the rule has full room again (0 when it has)
@@ -32,7 +34,7 @@
 local key = KEYS[1]
 local cost = tonumber(ARGV[1])
 local record = tonumber(ARGV[2])
-local nrules = (#ARGV - 2) / 2
+local nrules = (nargs - 2) / 2
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -82,6 +84,8 @@ local function run(assess, consume, report)
     end
     states[i] = s
   end
+  local lockState, lockLevel, lockUntil
+  allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, record ~= 0)
   local out = {allowed, now}
   local writes = {}
   local ttl = 0
@@ -110,6 +114,11 @@ local function run(assess, consume, report)
   if #writes > 0 then
     redis.call('HSET', key, unpack(writes))
     redis.call('PEXPIRE', key, ttl)
+  end
+  if lockKey then
+    out[#out + 1] = lockState
+    out[#out + 1] = lockLevel
+    out[#out + 1] = lockUntil
   end
   return out
 end

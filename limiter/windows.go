@@ -69,7 +69,7 @@ func (l *Limiter) pipeLooks(ctx context.Context, lks []lookup, idx []int, full b
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(idx))
 	for j, i := range idx {
-		cmds[j] = queueScript(ctx, pipe, lks[i].script, lks[i].key, lks[i].args, full)
+		cmds[j] = queueScript(ctx, pipe, lks[i].script, []string{lks[i].key}, lks[i].args, full)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	return cmds

@@ -29,6 +29,7 @@ type filePolicy struct {
 	Rules     []string `yaml:"rules"`
 	Algorithm string   `yaml:"algorithm"`
 	Shadow    bool     `yaml:"shadow"`
+	Lock      string   `yaml:"lock"` // a duration, e.g. 15m: +lock=15m
 }
 
 type fileRoute struct {

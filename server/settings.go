@@ -203,6 +203,12 @@ func policySpec(fp filePolicy, file *parsedFile, path string) (string, error) {
 	if fp.Shadow {
 		spec += "+shadow"
 	}
+	if fp.Lock != "" {
+		if strings.ContainsAny(fp.Lock, "=,@+ ") {
+			return "", file.fieldErr(path+".lock", "%q: want a duration such as 15m", fp.Lock)
+		}
+		spec += "+lock=" + fp.Lock
+	}
 	return spec, nil
 }
 

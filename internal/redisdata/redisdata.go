@@ -26,6 +26,12 @@ func StateKey(key, policy, algorithm string) string {
 	return LogKey(key, policy) + ":" + algorithm
 }
 
+// LockKey is where the lockout of key under policy lives, beside its state:
+// rate_limit:{<key>}:<policy>:lock, a hash of the lock's end and level.
+func LockKey(key, policy string) string {
+	return LogKey(key, policy) + ":lock"
+}
+
 // The placeholders of KeyFormat and StateKeyFormat: characters no client
 // key, policy or algorithm name holds.
 const (
