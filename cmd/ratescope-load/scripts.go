@@ -271,22 +271,34 @@ func (s *scriptDriver) measure(ctx context.Context, f *scriptFigures, v scriptVa
 
 // clear deletes the keys a round of one variant wrote.
 func (s *scriptDriver) clear(ctx context.Context, prefix string) error {
-	iter := s.rdb.Scan(ctx, 0, "rate_limit:{"+prefix+"*", 1000).Iterator()
+	return unlinkPrefix(ctx, s.rdb, prefix)
+}
+
+// unlinkPrefix deletes the logs of every client key that starts with prefix:
+// a measured round's keys, so that rounds do not pile up in Redis's memory.
+func unlinkPrefix(ctx context.Context, rdb *redis.Client, prefix string) error {
+	iter := rdb.Scan(ctx, 0, "rate_limit:{"+prefix+"*", 1000).Iterator()
 	var batch []string
+	unlink := func() error {
+		if err := rdb.Unlink(ctx, batch...).Err(); err != nil {
+			return fmt.Errorf("failed to delete the measured keys: %w", err)
+		}
+		batch = batch[:0]
+		return nil
+	}
 	for iter.Next(ctx) {
 		batch = append(batch, iter.Val())
 		if len(batch) == 1000 {
-			if err := s.rdb.Unlink(ctx, batch...).Err(); err != nil {
-				return fmt.Errorf("failed to delete the measured keys: %w", err)
+			if err := unlink(); err != nil {
+				return err
 			}
-			batch = batch[:0]
 		}
 	}
 	if err := iter.Err(); err != nil {
 		return fmt.Errorf("failed to list the measured keys: %w", err)
 	}
 	if len(batch) > 0 {
-		return s.rdb.Unlink(ctx, batch...).Err()
+		return unlink()
 	}
 	return nil
 }
