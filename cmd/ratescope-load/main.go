@@ -47,6 +47,14 @@
 //	git show <rev>:limiter/check.lua > /tmp/before.lua
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos \
 //	    --scripts --script before=/tmp/before.lua --envoy-rl-bin ~/bin/envoy-rl
+//
+// With --outcomes it measures what a refund and a settle cost beside a
+// check, through the limiter (Limiter.Refund, Limiter.Settle against
+// Limiter.Allow) on a redis-server of its own: calls/s from --conns callers,
+// and Redis's script µs and CPU µs per call, each as a ratio to the check's
+// (outcomes.go):
+//
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --outcomes
 package main
 
 import (
@@ -90,6 +98,9 @@ type options struct {
 	envoyRLBin      string
 	// envoyCheckTimeout is ratescope's --check-timeout in the Envoy phase.
 	envoyCheckTimeout time.Duration
+
+	// The outcomes phase, off unless --outcomes.
+	outcomes bool
 
 	// The scripts phase, off unless --scripts.
 	scriptsPhase bool
@@ -140,6 +151,7 @@ func main() {
 	flag.StringVar(&o.envoyRLBin, "envoy-rl-bin", "", "a built envoyproxy/ratelimit service binary for --envoy and --scripts, instead of building it")
 	flag.DurationVar(&o.envoyCheckTimeout, "envoy-check-timeout", 10*time.Second, "ratescope's check timeout in the Envoy phase (envoyproxy/ratelimit waits up to 10 s for Redis); the default, 150ms, shows what a saturated machine does to it")
 	flag.BoolVar(&o.scriptsPhase, "scripts", false, "also run the scripts phase: what a decision of the log costs Redis (INFO commandstats, INFO cpu), A/B against each --script")
+	flag.BoolVar(&o.outcomes, "outcomes", false, "also run the outcomes phase: refund and settle calls/s and Redis's cost per call beside a check's, through the limiter on a redis-server of its own")
 	flag.Var((*stringList)(&o.scripts), "script", "another version of the check script for --scripts, as NAME=FILE (repeatable; the first is the base of the ratios)")
 	flag.IntVar(&o.scriptChecks, "script-checks", 10_000, "checks per fill and per denied run of the scripts phase (the fill covers at least the limit)")
 	flag.IntVar(&o.scriptRate, "script-rate", 20_000, "checks per second of the scripts phase's steady workload (paced)")
@@ -287,6 +299,7 @@ func run(o options) error {
 		{"overview", !o.overview, measureOverview},
 		{"Envoy", !o.envoy, measureEnvoy},
 		{"scripts", !o.scriptsPhase, measureScripts},
+		{"outcomes", !o.outcomes, measureOutcomes},
 	}
 	var failed []string
 	for _, p := range phases {
