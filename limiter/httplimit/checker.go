@@ -85,6 +85,9 @@ type Hooks struct {
 	Done func(policy string, took time.Duration, err error)
 	// Decision is called with every decision made (after Done).
 	Decision func(limiter.Decision)
+	// Refund is called after every refund (CountOnly, Checker.Refund):
+	// err is nil when Redis took back a.Was entries, else they stay.
+	Refund func(a limiter.Adjustment, err error)
 }
 
 // Started calls h.Start.

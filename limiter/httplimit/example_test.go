@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -49,6 +51,63 @@ func Example() {
 	// 200 welcome "login";r=1;t=60
 	// 200 welcome "login";r=0;t=60
 	// 429 application/problem+json "login";r=0;t=60 Retry-After: 60
+}
+
+// ExampleCountStatus limits failed logins, not logins: five wrong passwords
+// for an account within 15 minutes lock it out, while its owner logs in as
+// often as they like. Every attempt is checked before the password is, so it
+// holds its room while the handler runs (500 concurrent guesses get exactly
+// five tries); a login that does not answer 401 gives its room back: each
+// success sees r=4, as if it were the first attempt.
+func ExampleCountStatus() {
+	mr, _ := miniredis.Run() // an in-process Redis for the example; use your own
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+
+	login, _ := limiter.ParsePolicy("login=5/15m")
+	mw := httplimit.New(limiter.New(rdb),
+		httplimit.WithTimeout(time.Second), // the in-process Redis is slower than a real one
+		httplimit.WithKey(func(r *http.Request) (string, error) { return "user:" + r.FormValue("user"), nil }))
+	mux := http.NewServeMux()
+	mux.Handle("POST /login", mw.Limit(login, httplimit.CountStatus(http.StatusUnauthorized))(
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.FormValue("password") != "correct horse" {
+				http.Error(w, "wrong password", http.StatusUnauthorized)
+				return
+			}
+			io.WriteString(w, "welcome")
+		})))
+
+	attempt := func(password string) {
+		form := url.Values{"user": {"alice"}, "password": {password}}
+		req := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		if rec.Code == http.StatusTooManyRequests {
+			fmt.Println(rec.Code, rec.Header().Get("RateLimit"), "Retry-After:", rec.Header().Get("Retry-After"))
+			return
+		}
+		fmt.Println(rec.Code, rec.Header().Get("RateLimit"), strings.TrimSpace(rec.Body.String()))
+	}
+	for range 3 {
+		attempt("correct horse")
+	}
+	for range 6 {
+		attempt("guess")
+	}
+	attempt("correct horse") // locked out until the failures slide out
+	// Output:
+	// 200 "login";r=4;t=900 welcome
+	// 200 "login";r=4;t=900 welcome
+	// 200 "login";r=4;t=900 welcome
+	// 401 "login";r=4;t=900 wrong password
+	// 401 "login";r=3;t=900 wrong password
+	// 401 "login";r=2;t=900 wrong password
+	// 401 "login";r=1;t=900 wrong password
+	// 401 "login";r=0;t=900 wrong password
+	// 429 "login";r=0;t=900 Retry-After: 900
+	// 429 "login";r=0;t=900 Retry-After: 900
 }
 
 // ExampleWithLiveView shows a service's traffic on a ratescope page on the

@@ -14,7 +14,9 @@
 // no Retry-After. When Redis cannot decide within the timeout, fail-closed
 // answers 503 with Retry-After: 1 and fail-open lets the request through
 // without RateLimit headers. WithLiveView shows the decisions on a ratescope
-// page on the same Redis (package livebus).
+// page on the same Redis (package livebus). CountOnly counts a request only
+// when its handler's status says so (failed logins, not logins), exactly
+// under any concurrency.
 package httplimit
 
 import (
@@ -34,6 +36,9 @@ type config struct {
 	cost       int
 	denyStatus int
 	checker    Checker
+	// counts decides from the handler's status whether a request counts
+	// (CountOnly); nil: every request does.
+	counts func(status int) bool
 }
 
 // observe adds o to the Checker's observers, never to a slice another
@@ -122,6 +127,9 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 	}
 	mm := &Middleware{cfg: cfg}
 	pp := Prepare(p)
+	if cfg.counts != nil {
+		mustRefund(&cfg.checker, p)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key, err := cfg.key(r)
@@ -129,7 +137,13 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 				writeKeyError(w, err)
 				return
 			}
-			if res := mm.Check(w, r, Target{Key: fitKey(key), Policy: pp, Cost: cfg.cost}); res.Pass {
+			t := Target{Key: fitKey(key), Policy: pp, Cost: cfg.cost}
+			res := mm.Check(w, r, t)
+			switch {
+			case !res.Pass:
+			case cfg.counts != nil && res.Err == nil && res.Decision.Allowed: // recorded: an outcome may take it back
+				mm.cfg.serveCounted(next, w, r, t, res.Decision.ID)
+			default:
 				next.ServeHTTP(w, r)
 			}
 		})
