@@ -204,6 +204,23 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 401, call(t, "POST", u+"/api/v1/check?key=oa1&policy=default", ""))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/check", big))
 
+	// Refunds and settles: of a demo check and, with the token, of a
+	// non-demo one; bad, unauthorized, of another algorithm, too large.
+	id := checkID(t, app, "demo", "oa-adj", 2)
+	loginID := checkID(t, app, "login", "oa-adj", 1, api...)
+	must(t, router, 200, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=demo&id="+id+"&cost=3", ""))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/settle", `{"key":"oa-adj","policy":"demo","id":"`+id+`","cost":0}`))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=demo&id="+id, ""))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/refund", `{"key":"oa-adj","policy":"login","id":"`+loginID+`"}`, api...))
+	must(t, router, 400, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=demo&id=nope", ""))
+	must(t, router, 400, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=demo&id="+id, ""))
+	must(t, router, 401, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=login&id="+loginID, ""))
+	must(t, router, 401, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=login&id="+loginID+"&cost=1", ""))
+	must(t, router, 409, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=f&id="+id, "", api...))
+	must(t, router, 409, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=g&id="+id+"&cost=1", "", api...))
+	must(t, router, 413, call(t, "POST", u+"/api/v1/refund", big))
+	must(t, router, 413, call(t, "POST", u+"/api/v1/settle", big))
+
 	// Windows and policies.
 	must(t, router, 200, call(t, "GET", u+"/api/v1/window?key=oa1&policy=demo", ""))
 	must(t, router, 400, call(t, "GET", u+"/api/v1/window?key=oa1&policy=nope", ""))
@@ -221,6 +238,8 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 
 	// The race and the lab.
 	must(t, router, 200, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"atomic","requests":10}`))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"peekrecord","requests":10,"thinkMs":50}`))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"reserverefund","requests":10,"thinkMs":0}`))
 	must(t, router, 400, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"fast"}`))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/race", big))
 	// Two races on one window at once: one runs (its naive requests think
@@ -317,9 +336,12 @@ func TestOpenAPIRefusals(t *testing.T) {
 	must(t, router, 403, call(t, "POST", u+"/forward-auth/login", "", "X-User", "u1"))
 	must(t, router, 403, call(t, "DELETE", u+"/api/v1/window?key=oa1&policy=default", ""))
 
+	id := checkID(t, app, "demo", "oa3", 1)
 	proxy.Pause()
 	defer proxy.Resume()
 	must(t, router, 503, call(t, "POST", u+"/api/v1/check?key=oa3&policy=demo", ""))
+	must(t, router, 503, call(t, "POST", u+"/api/v1/refund?key=oa3&policy=demo&id="+id, ""))
+	must(t, router, 503, call(t, "POST", u+"/api/v1/settle?key=oa3&policy=demo&id="+id+"&cost=2", ""))
 	must(t, router, 503, call(t, "GET", u+"/api/v1/window?key=oa3&policy=demo", ""))
 	must(t, router, 503, call(t, "DELETE", u+"/api/v1/window?key=oa3&policy=demo", ""))
 	must(t, router, 503, call(t, "POST", u+"/api/v1/race", `{"key":"oa3","mode":"atomic","requests":2,"thinkMs":0}`))
