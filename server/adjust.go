@@ -109,7 +109,7 @@ func (p *params) id() string {
 	case !ok:
 		p.fail("id", "is required: the id an allowed check answered with")
 	case limiter.ValidateID(id) != nil:
-		p.fail("id", "%q is not a check's id: %v", truncate(id, 60), limiter.ErrInvalidID)
+		p.fail("id", "%q is not a check's id: send the id an allowed check answered with, a UUID such as 9b2f1c4e-3a5d-4e6f-8a7b-0c1d2e3f4a5b", truncate(id, 60))
 	}
 	return id
 }
