@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/getkin/kin-openapi/routers"
 	"github.com/google/uuid"
 
 	"github.com/ratescope/ratescope/internal/apptest"
@@ -193,4 +194,27 @@ func TestAdjustmentSeriesFromTheStart(t *testing.T) {
 	replaceFile(t, path, "policies:\n  - {name: filed, rules: [\"3/1m\"]}\n  - {name: added, rules: [\"4/1m\"]}\n")
 	waitFor(t, 10*time.Second, "the reload", func() bool { return version(t, app) != v })
 	want("added")
+}
+
+// describeAdjustments sends refund and settle the answers they can give —
+// of a demo check and, with the token, of a non-demo one; bad,
+// unauthorized, of another algorithm (openAPIConfig's f and g), too large —
+// for TestOpenAPIDescribesEveryAnswer.
+func describeAdjustments(t *testing.T, router routers.Router, app *apptest.App, api []string, big string) {
+	t.Helper()
+	u := app.URL
+	id := checkID(t, app, "demo", "oa-adj", 2)
+	loginID := checkID(t, app, "login", "oa-adj", 1, api...)
+	must(t, router, 200, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=demo&id="+id+"&cost=3", ""))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/settle", `{"key":"oa-adj","policy":"demo","id":"`+id+`","cost":0}`))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=demo&id="+id, ""))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/refund", `{"key":"oa-adj","policy":"login","id":"`+loginID+`"}`, api...))
+	must(t, router, 400, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=demo&id=nope", ""))
+	must(t, router, 400, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=demo&id="+id, ""))
+	must(t, router, 401, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=login&id="+loginID, ""))
+	must(t, router, 401, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=login&id="+loginID+"&cost=1", ""))
+	must(t, router, 409, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=f&id="+id, "", api...))
+	must(t, router, 409, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=g&id="+id+"&cost=1", "", api...))
+	must(t, router, 413, call(t, "POST", u+"/api/v1/refund", big))
+	must(t, router, 413, call(t, "POST", u+"/api/v1/settle", big))
 }

@@ -204,22 +204,7 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 401, call(t, "POST", u+"/api/v1/check?key=oa1&policy=default", ""))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/check", big))
 
-	// Refunds and settles: of a demo check and, with the token, of a
-	// non-demo one; bad, unauthorized, of another algorithm, too large.
-	id := checkID(t, app, "demo", "oa-adj", 2)
-	loginID := checkID(t, app, "login", "oa-adj", 1, api...)
-	must(t, router, 200, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=demo&id="+id+"&cost=3", ""))
-	must(t, router, 200, call(t, "POST", u+"/api/v1/settle", `{"key":"oa-adj","policy":"demo","id":"`+id+`","cost":0}`))
-	must(t, router, 200, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=demo&id="+id, ""))
-	must(t, router, 200, call(t, "POST", u+"/api/v1/refund", `{"key":"oa-adj","policy":"login","id":"`+loginID+`"}`, api...))
-	must(t, router, 400, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=demo&id=nope", ""))
-	must(t, router, 400, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=demo&id="+id, ""))
-	must(t, router, 401, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=login&id="+loginID, ""))
-	must(t, router, 401, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=login&id="+loginID+"&cost=1", ""))
-	must(t, router, 409, call(t, "POST", u+"/api/v1/refund?key=oa-adj&policy=f&id="+id, "", api...))
-	must(t, router, 409, call(t, "POST", u+"/api/v1/settle?key=oa-adj&policy=g&id="+id+"&cost=1", "", api...))
-	must(t, router, 413, call(t, "POST", u+"/api/v1/refund", big))
-	must(t, router, 413, call(t, "POST", u+"/api/v1/settle", big))
+	describeAdjustments(t, router, app, api, big)
 
 	// Windows and policies.
 	must(t, router, 200, call(t, "GET", u+"/api/v1/window?key=oa1&policy=demo", ""))
