@@ -39,6 +39,17 @@ var ErrInvalidSettle = errors.New("cost must be from 0 to the policy's largest c
 // checkID is the form of a check's id: a UUID as uuid.NewString writes it.
 var checkID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
+// ValidateID reports ErrInvalidID unless id has the form of the id an
+// allowed check answers with, the form Refund and Settle take. A caller
+// that validates its input before anything else (an HTTP handler naming
+// each bad field) asks here rather than learning it from the call.
+func ValidateID(id string) error {
+	if !checkID.MatchString(id) {
+		return ErrInvalidID
+	}
+	return nil
+}
+
 // Adjustment is what Refund or Settle did to the entries one check recorded,
 // and the policy's rules after it.
 //
@@ -96,8 +107,8 @@ func (l *Limiter) adjust(ctx context.Context, s *redis.Script, key string, p Pol
 	if p.AlgorithmName() != Log {
 		return Adjustment{}, ErrNotLog
 	}
-	if !checkID.MatchString(id) {
-		return Adjustment{}, ErrInvalidID
+	if err := ValidateID(id); err != nil {
+		return Adjustment{}, err
 	}
 	args := make([]any, 0, 4+2*len(p.Rules))
 	args = append(args, id, l.resets, p.Name+" "+key, cost)

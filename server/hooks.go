@@ -8,6 +8,7 @@ import (
 
 	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // checkMetrics observes every check of every entry point — the check API,
@@ -71,5 +72,19 @@ func (c policyCounters) Decided(d limiter.Decision) {
 		c.shadowDenied.Inc()
 	default:
 		c.denied.Inc()
+	}
+}
+
+// adjustmentCounters count one policy's answered refunds and settles,
+// prepared with the policy like policyCounters, so every series exists
+// (at zero) from the moment the policy does.
+type adjustmentCounters struct {
+	refunds, settles prometheus.Counter
+}
+
+func (m *metrics) adjustmentCounters(policy string) adjustmentCounters {
+	return adjustmentCounters{
+		refunds: m.adjustments.WithLabelValues(policy, live.AdjustRefund),
+		settles: m.adjustments.WithLabelValues(policy, live.AdjustSettle),
 	}
 }

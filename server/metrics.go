@@ -16,6 +16,7 @@ import (
 type metrics struct {
 	reg           *prometheus.Registry
 	decisions     *prometheus.CounterVec
+	adjustments   *prometheus.CounterVec
 	failOpen      *prometheus.CounterVec
 	checkDuration prometheus.Histogram
 	checksActive  prometheus.Gauge
@@ -42,7 +43,7 @@ type metrics struct {
 
 // redisOps are the operations ratescope_redis_errors_total counts, each at
 // zero from the start.
-var redisOps = []string{"check", "window", "reset", "publish", "race", "lab"}
+var redisOps = []string{"check", "window", "reset", "refund", "settle", "publish", "race", "lab"}
 
 // live is what the live view keeps.
 func (m *metrics) live() live.Metrics {
@@ -62,6 +63,10 @@ func newMetrics() *metrics {
 			Name: "ratescope_decisions_total",
 			Help: "Checks decided (by Redis or the local deny cache), by policy and outcome: allowed, denied, or shadow_denied (a shadow policy's would-deny).",
 		}, []string{"policy", "outcome"}),
+		adjustments: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ratescope_adjustments_total",
+			Help: "Refunds and settles answered (200), by policy and kind (refund or settle), also those that found no entry of the check left and changed nothing.",
+		}, []string{"policy", "kind"}),
 		failOpen: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ratescope_fail_open_total",
 			Help: "Checks allowed without a decision because Redis failed and the fail mode is open.",
@@ -159,7 +164,7 @@ func newMetrics() *metrics {
 	for _, op := range redisOps {
 		m.redisErrors.WithLabelValues(op)
 	}
-	m.reg.MustRegister(m.decisions, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
+	m.reg.MustRegister(m.decisions, m.adjustments, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
 		m.connsRefused, m.viewers, m.wsRefused, m.labRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		m.redisUp, m.reloadSuccessful, m.reloadSuccessAt, m.httpRequests, m.httpDuration, m.grpcRequests, m.envoyHits, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -57,6 +57,11 @@ func TestMetricsFromTheStart(t *testing.T) {
 	for _, want := range []string{
 		`ratescope_fail_open_total{policy="demo"} 0`,
 		`ratescope_redis_errors_total{op="check"} 0`,
+		`ratescope_redis_errors_total{op="refund"} 0`,
+		`ratescope_redis_errors_total{op="settle"} 0`,
+		`ratescope_adjustments_total{kind="refund",policy="demo"} 0`,
+		`ratescope_adjustments_total{kind="settle",policy="default"} 0`,
+		`ratescope_http_requests_total{code="200",route="/api/v1/refund"} 0`,
 		`ratescope_http_requests_total{code="200",route="/api/v1/check"} 0`,
 		`ratescope_http_requests_total{code="204",route="/api/v1/window"} 0`,
 		`ratescope_http_request_duration_seconds_count{route="/api/v1/check"} 0`,

@@ -204,6 +204,8 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 401, call(t, "POST", u+"/api/v1/check?key=oa1&policy=default", ""))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/check", big))
 
+	describeAdjustments(t, router, app, api, big)
+
 	// Windows and policies.
 	must(t, router, 200, call(t, "GET", u+"/api/v1/window?key=oa1&policy=demo", ""))
 	must(t, router, 400, call(t, "GET", u+"/api/v1/window?key=oa1&policy=nope", ""))
@@ -221,6 +223,8 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 
 	// The race and the lab.
 	must(t, router, 200, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"atomic","requests":10}`))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"peekrecord","requests":10,"thinkMs":50}`))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"reserverefund","requests":10,"thinkMs":0}`))
 	must(t, router, 400, call(t, "POST", u+"/api/v1/race", `{"key":"oa-race","mode":"fast"}`))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/race", big))
 	// Two races on one window at once: one runs (its naive requests think
@@ -317,9 +321,12 @@ func TestOpenAPIRefusals(t *testing.T) {
 	must(t, router, 403, call(t, "POST", u+"/forward-auth/login", "", "X-User", "u1"))
 	must(t, router, 403, call(t, "DELETE", u+"/api/v1/window?key=oa1&policy=default", ""))
 
+	id := checkID(t, app, "demo", "oa3", 1)
 	proxy.Pause()
 	defer proxy.Resume()
 	must(t, router, 503, call(t, "POST", u+"/api/v1/check?key=oa3&policy=demo", ""))
+	must(t, router, 503, call(t, "POST", u+"/api/v1/refund?key=oa3&policy=demo&id="+id, ""))
+	must(t, router, 503, call(t, "POST", u+"/api/v1/settle?key=oa3&policy=demo&id="+id+"&cost=2", ""))
 	must(t, router, 503, call(t, "GET", u+"/api/v1/window?key=oa3&policy=demo", ""))
 	must(t, router, 503, call(t, "DELETE", u+"/api/v1/window?key=oa3&policy=demo", ""))
 	must(t, router, 503, call(t, "POST", u+"/api/v1/race", `{"key":"oa3","mode":"atomic","requests":2,"thinkMs":0}`))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,8 +22,9 @@ const (
 	raceMaxRequests     = 500
 	raceDefaultRequests = 200
 	raceMaxThinkMs      = 1000
-	// raceDefaultThinkMs is the naive check's think time: each naive request
-	// waits this long between its read and its write. 200 reads on this
+	// raceDefaultThinkMs is the think time: each naive request waits this
+	// long between its read and its write, each request of the outcome
+	// modes this long in its "handler". 200 reads (or peeks) on this
 	// machine take a few milliseconds, so 100 ms makes every read precede
 	// every write: the overshoot is certain.
 	raceDefaultThinkMs = 100
@@ -99,8 +101,8 @@ func handleRace(r raceAPI) echo.HandlerFunc {
 			p.fail("policy", "races run on the sandbox policy %q only", sandboxPolicy)
 		}
 		mode := p.values["mode"]
-		if !p.failed("mode") && mode != "naive" && mode != "atomic" {
-			p.fail("mode", "must be naive or atomic")
+		if !p.failed("mode") && !slices.Contains(raceModes, mode) {
+			p.fail("mode", "must be naive, atomic, peekrecord or reserverefund")
 		}
 		requests := p.integer("requests", raceDefaultRequests, 1, raceMaxRequests)
 		thinkMs := p.integer("thinkMs", raceDefaultThinkMs, 0, raceMaxThinkMs)
@@ -124,19 +126,7 @@ func handleRace(r raceAPI) echo.HandlerFunc {
 		}
 		r.live.Reset(key, pol.Name)
 
-		var check func() (bool, error)
-		if mode == "atomic" {
-			check = func() (bool, error) {
-				d, err := r.lim.Allow(ctx, key, pol, 1)
-				return d.Allowed, err
-			}
-		} else {
-			after := thinkAfterRead(ctx, think)
-			check = func() (bool, error) {
-				return r.naive.Allow(ctx, key, pol, naive.Options{AfterRead: after})
-			}
-		}
-		allowed, denied, failed, took := race(requests, check)
+		allowed, denied, failed, took := race(requests, r.contender(ctx, mode, key, pol, think))
 		if failed > 0 {
 			r.errors.WithLabelValues("race").Add(float64(failed))
 			return unavailable("Redis failed or was too slow during the race; try again shortly")
@@ -149,6 +139,69 @@ func handleRace(r raceAPI) echo.HandlerFunc {
 		r.log.Info("race", "mode", mode, "requests", requests, "allowed", allowed, "limit", out.Limit, "duration_ms", out.DurationMs)
 		r.live.Race(out)
 		return c.JSON(http.StatusOK, out)
+	}
+}
+
+// raceModes are the race's modes: check-then-act against the one script,
+// and for outcomes (a failed login counted), peek-then-record against
+// reserve-then-keep.
+var raceModes = []string{"naive", "atomic", "peekrecord", "reserverefund"}
+
+// contender is one request of a race in mode: it reports whether the
+// request passed — for the outcome modes, whether it reached the handler,
+// which then fails after think (a failed login) and so is counted.
+func (r raceAPI) contender(ctx context.Context, mode, key string, pol limiter.Policy, think time.Duration) func() (bool, error) {
+	switch mode {
+	case "atomic":
+		return func() (bool, error) {
+			d, err := r.lim.Allow(ctx, key, pol, 1)
+			return d.Allowed, err
+		}
+	case "peekrecord":
+		// Peek ("any failures left?"), run the handler, record the failure
+		// with a real check: every peek precedes every record, so each
+		// sees room and fails through.
+		return func() (bool, error) {
+			d, err := r.lim.Peek(ctx, key, pol, 1)
+			if err != nil || !d.Allowed {
+				return false, err
+			}
+			if err := sleepCtx(ctx, think); err != nil {
+				return true, err
+			}
+			_, err = r.lim.Allow(ctx, key, pol, 1)
+			return true, err
+		}
+	case "reserverefund":
+		// Check first — the entry holds the room — run the handler, and as
+		// it failed keep the entry (a success would refund it): no more
+		// than the limit can ever reach the handler.
+		return func() (bool, error) {
+			d, err := r.lim.Allow(ctx, key, pol, 1)
+			if err != nil || !d.Allowed {
+				return false, err
+			}
+			return true, sleepCtx(ctx, think)
+		}
+	}
+	after := thinkAfterRead(ctx, think)
+	return func() (bool, error) {
+		return r.naive.Allow(ctx, key, pol, naive.Options{AfterRead: after})
+	}
+}
+
+// sleepCtx waits d, or fails when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

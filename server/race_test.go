@@ -55,6 +55,46 @@ func TestRaceNaiveOvershoots(t *testing.T) {
 	}
 }
 
+// TestRaceOutcomeModes: for failed logins, "peek, then record the failure"
+// lets many more than the limit reach the handler — every peek sees room
+// before any failure is recorded — while "check (reserving), then keep the
+// entry of the failure" lets exactly the limit through, race after race.
+// The answer says so, and the window holds the limit either way.
+func TestRaceOutcomeModes(t *testing.T) {
+	app := startApp(t, map[string]string{"REDIS_URL": redistest.RealURL(t)})
+	key := newKey()
+	v := watch(t, app, "policy=demo&key="+key, nil)
+	for run := range 3 {
+		r := raceOnce(t, app.URL, key, "peekrecord", "")
+		if r.status != 200 || r.body["mode"] != "peekrecord" || num(t, r, "requests") != 200 || num(t, r, "limit") != 5 ||
+			num(t, r, "allowed") <= 5 || num(t, r, "overshoot") != num(t, r, "allowed")-5 || num(t, r, "allowed")+num(t, r, "denied") != 200 {
+			t.Fatalf("peekrecord run %d: %d %s", run, r.status, r.raw)
+		}
+		if n := windowCount(t, app, "demo", key); n != 5 {
+			t.Fatalf("peekrecord run %d: the window holds %d, want the 5 failures it could record", run, n)
+		}
+		m := v.next("race", func(m map[string]any) bool { return m["mode"] == "peekrecord" })
+		if m["allowed"] != r.body["allowed"] {
+			t.Fatalf("race message %v, answer %s", m, r.raw)
+		}
+	}
+	for run := range 5 {
+		r := raceOnce(t, app.URL, key, "reserverefund", "")
+		if r.status != 200 || r.body["mode"] != "reserverefund" || num(t, r, "allowed") != 5 || num(t, r, "denied") != 195 ||
+			num(t, r, "overshoot") != 0 {
+			t.Fatalf("reserverefund run %d: %d %s", run, r.status, r.raw)
+		}
+		if n := windowCount(t, app, "demo", key); n != 5 {
+			t.Fatalf("reserverefund run %d: the window holds %d, want 5", run, n)
+		}
+		v.next("race", func(m map[string]any) bool { return m["mode"] == "reserverefund" && m["allowed"] == 5.0 })
+	}
+	// The handler's think time is part of each request: a race lasts at least that long.
+	if r := raceOnce(t, app.URL, key, "reserverefund", `,"requests":20,"thinkMs":300`); r.status != 200 || num(t, r, "durationMs") < 300 {
+		t.Fatalf("reserverefund with thinkMs 300: %d %s", r.status, r.raw)
+	}
+}
+
 func TestRaceBadInput(t *testing.T) {
 	app := startApp(t, nil, "--policy", "login=5/1m")
 	for _, tc := range []struct{ body, field string }{
@@ -62,6 +102,7 @@ func TestRaceBadInput(t *testing.T) {
 		{`{"key":"a b","mode":"atomic"}`, "key"},
 		{`{"key":"a"}`, "mode"},
 		{`{"key":"a","mode":"fast"}`, "mode"},
+		{`{"key":"a","mode":"peek"}`, "mode"},
 		{`{"key":"a","mode":"naive","requests":0}`, "requests"},
 		{`{"key":"a","mode":"naive","requests":501}`, "requests"},
 		{`{"key":"a","mode":"naive","requests":"x"}`, "requests"},
@@ -73,6 +114,9 @@ func TestRaceBadInput(t *testing.T) {
 		if r.status != 400 || !strings.Contains(r.raw, `"field":"`+tc.field+`"`) {
 			t.Errorf("%s: %d %s", tc.body, r.status, r.raw)
 		}
+	}
+	if r := do(t, "POST", app.URL+"/api/v1/race", `{"key":"a","mode":"fast"}`); !strings.Contains(r.raw, "naive, atomic, peekrecord or reserverefund") {
+		t.Errorf("the mode's problem does not list the four modes: %s", r.raw)
 	}
 	if r := do(t, "GET", app.URL+"/api/v1/race", ""); r.status != 405 {
 		t.Errorf("GET: %d", r.status)
@@ -158,7 +202,7 @@ func TestRaceBounded(t *testing.T) {
 	proxy := redistest.StartProxy(t, rs.URL)
 	app := startApp(t, map[string]string{"REDIS_URL": proxy.URL})
 	for _, fault := range []string{"paused", "stopped"} {
-		for _, mode := range []string{"naive", "atomic"} {
+		for _, mode := range []string{"naive", "atomic", "peekrecord", "reserverefund"} {
 			switch fault {
 			case "paused":
 				proxy.Pause()

@@ -19,6 +19,7 @@ func routes(e *echo.Echo, p *parts) {
 		lim: p.lim, store: p.store, auth: p.auth, labs: p.labs, recent: p.labRecent,
 		live: p.live, redis: redis, refused: p.metrics.labRefused,
 	}
+	adjust := adjustAPI{store: p.store, auth: p.auth, lim: p.lim, redis: redis, live: p.live, log: p.log}
 	race := raceAPI{
 		store: p.store, lim: p.lim, naive: naive.New(p.rdb), races: p.races,
 		live: p.live, errors: p.metrics.redisErrors, log: p.log,
@@ -26,6 +27,8 @@ func routes(e *echo.Echo, p *parts) {
 
 	api := e.Group("/api/v1")
 	api.POST("/check", handleCheck(p.store, p.checker, p.auth))
+	api.POST("/refund", handleRefund(adjust))
+	api.POST("/settle", handleSettle(adjust))
 	api.GET("/window", handleWindow(windows))
 	api.DELETE("/window", handleReset(windows, p.live, p.log))
 	api.GET("/policies", handlePolicies(p.store))

@@ -37,9 +37,10 @@ type settings struct {
 
 // policyEntry is a policy with what answers need of it prepared once per
 // config: its RateLimit-Policy field and item names, observed by its
-// counters (policyCounters).
+// counters (policyCounters), and the counters of its refunds and settles.
 type policyEntry struct {
 	*httplimit.Policy
+	adjusted adjustmentCounters
 }
 
 // policy finds a policy by name.
@@ -94,7 +95,7 @@ func buildSettings(cfg Config, file *parsedFile, envoyFiles *envoyconf.Set, m *m
 		ps = append(ps, envoyFiles.Policies()...)
 	}
 	for _, p := range ps {
-		e := &policyEntry{Policy: httplimit.Prepare(p, m.policyCounters(p.Name))}
+		e := &policyEntry{Policy: httplimit.Prepare(p, m.policyCounters(p.Name)), adjusted: m.adjustmentCounters(p.Name)}
 		s.policies = append(s.policies, e)
 		s.byName[p.Name] = e
 	}

@@ -15,9 +15,12 @@ const (
 	TypeDecision = "decision"
 	TypeReset    = "reset"
 	TypeRace     = "race"
-	TypeViewers  = "viewers"
-	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
-	TypeLabReset = "labReset" // a lab's windows were emptied
+	// TypeAdjustment is a refund or a settle of one check's entries (its
+	// kind says which), from any instance.
+	TypeAdjustment = "adjustment"
+	TypeViewers    = "viewers"
+	TypeLab        = "lab"      // one lab request under every algorithm (SPEC §8)
+	TypeLabReset   = "labReset" // a lab's windows were emptied
 	// TypeLabSnapshot carries a lab's recent requests to a viewer that joins.
 	TypeLabSnapshot = "labSnapshot"
 	// TypeOverview is every policy's rates and one policy's top clients, on

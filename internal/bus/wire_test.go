@@ -66,6 +66,9 @@ func TestDecisionMessage(t *testing.T) {
 	denied.Rules = []limiter.RuleState{{Limit: 5, WindowMs: 10000, Count: 5, OldestMs: -1}}
 	wouldDeny := denied
 	wouldDeny.Cached, wouldDeny.Shadow = false, true
+	locked := denied
+	locked.Cached, locked.RetryAfterMs = false, 30000
+	locked.Locked, locked.LockLevel, locked.LockUntilMs = true, 2, 31000
 	for _, c := range []struct {
 		name string
 		d    limiter.Decision
@@ -74,6 +77,8 @@ func TestDecisionMessage(t *testing.T) {
 		{"allowed", d, `{"type":"decision","allowed":true,"key":"alice","policy":"demo","count":1,"limit":5,"remaining":4,"windowMs":10000,"nowMs":1000,"oldestMs":1000,"retryAfterMs":0,"id":"id-1","rules":[{"limit":5,"windowMs":10000,"count":1,"remaining":4}],"instance":"svc"}`},
 		{"cached denial", denied, `{"type":"decision","allowed":false,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"cached":true,"instance":"svc"}`},
 		// A would-deny passes, as the check answers it (SPEC §9), marked.
+		// A locked-out key: the answer's lock members, and when the lock ends for the page.
+		{"locked", locked, `{"type":"decision","allowed":false,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":30000,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"locked":true,"lockLevel":2,"lockUntilMs":31000,"instance":"svc"}`},
 		{"shadow would-deny", wouldDeny, `{"type":"decision","allowed":true,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"shadow":true,"wouldDeny":true,"instance":"svc"}`},
 	} {
 		if got := string(bus.DecisionMessage(c.d, "svc")); got != c.want {
@@ -89,6 +94,7 @@ func TestDecisionMessage(t *testing.T) {
 		}
 		delete(msg, "type")
 		delete(msg, "instance")
+		delete(msg, "lockUntilMs")
 		if !reflect.DeepEqual(msg, answer) {
 			t.Errorf("%s: the message carries %v, the check answers %v", c.name, msg, answer)
 		}

@@ -113,6 +113,11 @@ type DecisionBody struct {
 	Shadow bool `json:"shadow,omitempty"`
 	// WouldDeny marks a shadow policy's decision that enforcing would refuse.
 	WouldDeny bool `json:"wouldDeny,omitempty"`
+	// Locked marks a denial of a locked-out key (a policy with a lock):
+	// RetryAfterMs is the lock's remaining time; LockLevel counts the locks
+	// in a row, each doubling the time.
+	Locked    bool `json:"locked,omitempty"`
+	LockLevel int  `json:"lockLevel,omitempty"`
 }
 
 // NewDecisionBody builds the answer to d.
@@ -124,6 +129,7 @@ func NewDecisionBody(d limiter.Decision) DecisionBody {
 		NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
 		Rules:  make([]RuleBody, len(d.Rules)),
 		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
+		Locked: d.Locked, LockLevel: d.LockLevel,
 	}
 	if b.OldestMs >= 0 {
 		out.OldestMs = &b.OldestMs
@@ -192,11 +198,15 @@ func writeDenied(w http.ResponseWriter, status int, d limiter.Decision) {
 	h := w.Header()
 	h["Retry-After"] = []string{RetryAfter(d.RetryAfterMs)}
 	h["Content-Type"] = []string{ProblemContentType}
+	detail := "policy " + strconv.Quote(d.Policy) + " allows no more now; retry in " + strconv.FormatInt(d.RetryAfterMs, 10) + " ms"
+	if d.Locked {
+		detail = "policy " + strconv.Quote(d.Policy) + " has locked this key out; retry in " + strconv.FormatInt(d.RetryAfterMs, 10) + " ms"
+	}
 	body := DeniedBody{
 		Type:             QuotaExceeded,
 		Title:            "Request cannot be satisfied as assigned quota has been exceeded",
 		Status:           status,
-		Detail:           "policy " + strconv.Quote(d.Policy) + " allows no more now; retry in " + strconv.FormatInt(d.RetryAfterMs, 10) + " ms",
+		Detail:           detail,
 		ViolatedPolicies: violated,
 		DecisionBody:     NewDecisionBody(d),
 	}

@@ -70,6 +70,12 @@ func (b DecisionBody) AppendMembers(dst []byte) []byte {
 	if b.WouldDeny {
 		dst = append(dst, `,"wouldDeny":true`...)
 	}
+	if b.Locked {
+		dst = append(dst, `,"locked":true`...)
+	}
+	if b.LockLevel != 0 {
+		dst = appendInt(dst, `,"lockLevel":`, int64(b.LockLevel))
+	}
 	return dst
 }
 

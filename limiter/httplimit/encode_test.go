@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/ratescope/ratescope/limiter"
 )
 
 // TestAppendJSONMatchesMarshal: the hand encoders write exactly json.Marshal's
@@ -20,6 +24,9 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 			Count: r.IntN(200) - 5, Limit: r.IntN(100000), Remaining: r.IntN(50),
 			WindowMs: r.Int64N(1 << 40), NowMs: r.Int64(), RetryAfterMs: r.Int64N(1e9) - 10,
 			Cached: r.IntN(2) == 0, Shadow: r.IntN(2) == 0, WouldDeny: r.IntN(2) == 0,
+		}
+		if r.IntN(2) == 0 {
+			b.Locked, b.LockLevel = true, 1+r.IntN(20)
 		}
 		if r.IntN(2) == 0 {
 			v := r.Int64N(1 << 50)
@@ -54,5 +61,36 @@ func check(t *testing.T, i int, v any, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("case %d:\n got %s\nwant %s", i, got, want)
+	}
+}
+
+// TestLockedDenial: the denial of a locked-out key says so — "locked": true
+// and its "lockLevel" in the 429's problem document (the check API's and
+// forward auth's), with the lock's remaining time as the retry — and a
+// denial without a lock carries neither member.
+func TestLockedDenial(t *testing.T) {
+	d := limiter.Decision{
+		Key: "alice", Policy: "login", NowMs: 1000, RetryAfterMs: 60000,
+		Rules:  []limiter.RuleState{{Limit: 5, WindowMs: 60000, Count: 5, OldestMs: 500, Violated: true}},
+		Locked: true, LockLevel: 3, LockUntilMs: 61000,
+	}
+	w := httptest.NewRecorder()
+	writeDenied(w, 429, d)
+	var body map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if w.Code != 429 || body["locked"] != true || body["lockLevel"] != 3.0 || body["retryAfterMs"] != 60000.0 ||
+		w.Header().Get("Retry-After") != "60" || !strings.Contains(body["detail"].(string), "locked") {
+		t.Fatalf("a locked denial: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if _, ok := body["lockUntilMs"]; ok {
+		t.Errorf("the answer carries lockUntilMs, which only the stream's decision message does: %s", w.Body)
+	}
+	d.Locked, d.LockLevel, d.LockUntilMs = false, 0, 0
+	w = httptest.NewRecorder()
+	writeDenied(w, 429, d)
+	if strings.Contains(w.Body.String(), "lock") {
+		t.Errorf("a denial without a lock mentions one: %s", w.Body)
 	}
 }

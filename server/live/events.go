@@ -5,7 +5,8 @@ import (
 	"github.com/ratescope/ratescope/limiter"
 )
 
-// The events the rest of the server reports: a decision per check, a reset, a race.
+// The events the rest of the server reports: a decision per check, a reset, a race,
+// a refund or settle of one check's entries.
 // Each reaches this instance's viewers of the window and, when others watch it, the
 // other instances. A window nobody watches — the common case for checks — costs two
 // map lookups: the message is built only when someone does.
@@ -27,6 +28,16 @@ func (v *View) Reset(key, policy string) {
 // entries.
 func (v *View) Race(r RaceOutcome) {
 	v.event(bus.TypeRace, Window{Key: r.Key, Policy: r.Policy}, func() []byte { return raceMessage(r) })
+}
+
+// Adjustment reports a refund or a settle (kind AdjustRefund or AdjustSettle)
+// of one check's entries. Like a decision it is never dropped for a viewer
+// that stays connected, and the snapshot that follows shows the entries
+// that left or joined the window.
+func (v *View) Adjustment(kind string, a limiter.Adjustment) {
+	v.event(bus.TypeAdjustment, Window{Key: a.Key, Policy: a.Policy}, func() []byte {
+		return adjustmentMessage(kind, a, v.d.Instance)
+	})
 }
 
 func (v *View) event(kind string, w Window, build func() []byte) {

@@ -1,6 +1,6 @@
 // Package live is ratescope's live view (SPEC §4): it feeds every viewer of a window
-// the limiter's clock, the window's snapshots, and the decisions, resets and races of
-// every instance, which travel between instances through Redis Pub/Sub.
+// the limiter's clock, the window's snapshots, and the decisions, resets, races,
+// refunds and settles of every instance, which travel between instances through Redis Pub/Sub.
 //
 // One file per concern: events.go takes events in, clock.go reads Redis's clock,
 // snapshots.go reads windows (turns.go for large audiences, budget.go keeps the

@@ -179,6 +179,38 @@ type raceMsg struct {
 
 func raceMessage(r RaceOutcome) []byte { return encode(raceMsg{Type: bus.TypeRace, RaceOutcome: r}) }
 
+// The kinds of an adjustment message: a refund took a check's entries back,
+// a settle made their number the check's true cost.
+const (
+	AdjustRefund = "refund"
+	AdjustSettle = "settle"
+)
+
+// adjustmentMsg is a refund or a settle: was and now are the check's entries
+// before and after; count and limit are the binding rule's after it (count
+// may exceed limit after a settle to more: a debt).
+type adjustmentMsg struct {
+	Type     string `json:"type"`
+	Kind     string `json:"kind"`
+	Key      string `json:"key"`
+	Policy   string `json:"policy"`
+	ID       string `json:"id"`
+	Was      int    `json:"was"`
+	Now      int    `json:"now"`
+	Count    int    `json:"count"`
+	Limit    int    `json:"limit"`
+	NowMs    int64  `json:"nowMs"`
+	Instance string `json:"instance"`
+}
+
+func adjustmentMessage(kind string, a limiter.Adjustment, instance string) []byte {
+	b := a.Bound()
+	return encode(adjustmentMsg{
+		Type: bus.TypeAdjustment, Kind: kind, Key: a.Key, Policy: a.Policy, ID: a.ID,
+		Was: a.Was, Now: a.Now, Count: b.Count, Limit: b.Limit, NowMs: a.NowMs, Instance: instance,
+	})
+}
+
 type viewersMsg struct {
 	Type  string `json:"type"`
 	Count int    `json:"count"`

@@ -11,6 +11,7 @@ export const MSG = Object.freeze({
   DECISION: 'decision',
   RESET: 'reset',
   RACE: 'race',
+  ADJUSTMENT: 'adjustment', // a refund or a settle of one check's entries
   VIEWERS: 'viewers',
   LAB: 'lab', // one lab request decided by all five algorithms
   LAB_RESET: 'labReset', // a lab's windows were emptied
