@@ -103,7 +103,11 @@ async function init() {
     return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0 };
   };
   const race = new Race({
-    naive: byTestId('race-naive'), atomic: byTestId('race-atomic'), result: byTestId('race-result'), hint: byId('race-hint'),
+    buttons: {
+      naive: byTestId('race-naive'), atomic: byTestId('race-atomic'),
+      peekrecord: byTestId('race-peekrecord'), reserverefund: byTestId('race-reserverefund'),
+    },
+    result: byTestId('race-result'), hint: byId('race-hint'),
   }, win, facts.sandbox);
   const actions = {
     send: byTestId('send'),
