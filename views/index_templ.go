@@ -526,14 +526,14 @@ func windowCard(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption log-only\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span><div class=\"lock-slot\" id=\"lock-slot\" aria-live=\"polite\"></div></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption log-only\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var29 string
 		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 164, Col: 116}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 165, Col: 116}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 		if templ_7745c5c3_Err != nil {
@@ -621,7 +621,7 @@ func raceCard(p Page) templ.Component {
 		var templ_7745c5c3_Var33 string
 		templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.Sandbox)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 246, Col: 95}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 247, Col: 95}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 		if templ_7745c5c3_Err != nil {
@@ -639,7 +639,7 @@ func raceCard(p Page) templ.Component {
 			var templ_7745c5c3_Var34 string
 			templ_7745c5c3_Var34, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mode).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 249, Col: 43}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 250, Col: 43}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var34)
 			if templ_7745c5c3_Err != nil {
@@ -682,7 +682,7 @@ func explainCard(p Page) templ.Component {
 		var templ_7745c5c3_Var36 string
 		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.StateKeyFormat)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 267, Col: 33}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 268, Col: 33}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 		if templ_7745c5c3_Err != nil {
@@ -695,7 +695,7 @@ func explainCard(p Page) templ.Component {
 		var templ_7745c5c3_Var37 string
 		templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 278, Col: 79}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 279, Col: 79}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
 		if templ_7745c5c3_Err != nil {
@@ -733,7 +733,7 @@ func footer(p Page) templ.Component {
 		var templ_7745c5c3_Var39 string
 		templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 287, Col: 76}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 288, Col: 76}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
 		if templ_7745c5c3_Err != nil {
@@ -746,7 +746,7 @@ func footer(p Page) templ.Component {
 		var templ_7745c5c3_Var40 string
 		templ_7745c5c3_Var40, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 291, Col: 41}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 292, Col: 41}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var40))
 		if templ_7745c5c3_Err != nil {
