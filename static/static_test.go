@@ -17,6 +17,8 @@ var testIDs = []string{
 	"clock", "clock-utc", "ring", "timeline", "timeline-entry", "cutoff", "count",
 	"send", "boundary-test", "boundary-result", "reset",
 	"log", "log-entry", "race-naive", "race-atomic", "race-result",
+	// Outcomes (SPEC §14): a lock, the log's refund button, the race's two more modes.
+	"lock", "log-refund", "race-peekrecord", "race-reserverefund",
 	"key", "policy", "viewers", "status", "rate", "algorithm",
 	// The lab (SPEC §8); its per-algorithm testids are built from the names.
 	"lab", "lab-limit", "lab-window", "lab-traffic", "lab-run", "lab-mark",
@@ -126,7 +128,7 @@ var messageTypeRE = regexp.MustCompile(`\.type\s*[!=]==?\s*['"]|case\s+['"]`)
 func TestMessageTypesReadInOneModule(t *testing.T) {
 	mods := modules(t)
 	defs := mods["js/messages.js"]
-	for _, typ := range []string{"hello", "status", "tick", "snapshot", "decision", "reset", "race", "viewers"} {
+	for _, typ := range []string{"hello", "status", "tick", "snapshot", "decision", "reset", "race", "adjustment", "viewers"} {
 		if !strings.Contains(defs, ": '"+typ+"'") {
 			t.Errorf("messages.js does not define message type %q", typ)
 		}
@@ -140,7 +142,7 @@ func TestMessageTypesReadInOneModule(t *testing.T) {
 		}
 	}
 	main := mods["js/main.js"]
-	for _, c := range []string{"HELLO", "STATUS", "TICK", "SNAPSHOT", "DECISION", "RESET", "RACE", "VIEWERS"} {
+	for _, c := range []string{"HELLO", "STATUS", "TICK", "SNAPSHOT", "DECISION", "RESET", "RACE", "ADJUSTMENT", "VIEWERS"} {
 		if !strings.Contains(main, "[MSG."+c+"]") {
 			t.Errorf("main.js handles no MSG.%s", c)
 		}

@@ -526,14 +526,14 @@ func windowCard(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption log-only\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span><div class=\"lock-slot\" id=\"lock-slot\" aria-live=\"polite\"></div></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p><div class=\"traffic\"><span class=\"readout-label\">Checks on this window</span><div class=\"rate\" data-testid=\"rate\" title=\"Decisions per second on this window, from every instance; the bars are the last 60 s\"><span class=\"rate-text\" id=\"rate-text\">0/s allowed · 0/s denied</span><canvas class=\"rate-spark\" id=\"rate-spark\" aria-hidden=\"true\"></canvas></div></div><p class=\"caption log-only\">Each dot is one member of the sorted set <code id=\"zset-key-2\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var29 string
 		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 164, Col: 116}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 165, Col: 116}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 		if templ_7745c5c3_Err != nil {
@@ -614,20 +614,43 @@ func raceCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 40, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><h3 class=\"race-sub\">Counting every request</h3><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><h3 class=\"race-sub\">Counting only failed logins</h3><p class=\"caption\"><b>Peek, then record</b> asks “any failures left?” without recording, runs the login and records it only once it failed: all 200 failing logins peek before the first failure is recorded, so every one of them reaches the login.</p><p class=\"caption\"><b>Check, then keep</b> records first, so each entry holds its room while the login runs, and keeps it when the login fails (a good login is refunded): exactly <i>limit</i> failing logins reach it.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-peekrecord\">Race peek, then record</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-reserverefund\">Race check, then keep</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var33 string
 		templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.Sandbox)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 231, Col: 95}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 247, Col: 95}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\"><div class=\"race-line\" data-mode=\"naive\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div><div class=\"race-line\" data-mode=\"atomic\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div></div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		for _, mode := range raceModes {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<div class=\"race-line\" data-mode=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var34 string
+			templ_7745c5c3_Var34, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mode).Resolve(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 250, Col: 43}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var34)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "</div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -652,33 +675,33 @@ func explainCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 42, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><p class=\"caption algo-only\">The other algorithms run their own script the same way (<code>limiter/&lt;algorithm&gt;.lua</code>): <code>TIME</code>, then per rule <code>HGET</code> its field of the hash <code>")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var35 string
-		templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.StateKeyFormat)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 254, Col: 33}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "</code>, decide, and only when every rule allows it <code>HSET</code> the new state and <code>PEXPIRE</code> until the last rule has full room again.</p><ol class=\"steps log-only\"><li><code>TIME</code> now, from Redis's own clock, so every app instance agrees</li><li><code>ZREMRANGEBYRANK</code> evicts entries with score ≤ now − window (at most 1,000 per call)</li><li><code>ZCOUNT key (now−window +inf</code> counts each rule's window; an entry exactly at the cutoff is already out</li><li><code>ZADD key now uuid</code> only if every rule has room, then <code>PEXPIRE</code> to the longest window</li><li><code>denied?</code> nothing is recorded; Retry-After = oldest relevant entry + window − now</li></ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><p class=\"caption algo-only\">The other algorithms run their own script the same way (<code>limiter/&lt;algorithm&gt;.lua</code>): <code>TIME</code>, then per rule <code>HGET</code> its field of the hash <code>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var36 string
-		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
+		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.StateKeyFormat)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 265, Col: 79}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 268, Col: 33}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 44, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "</code>, decide, and only when every rule allows it <code>HSET</code> the new state and <code>PEXPIRE</code> until the last rule has full room again.</p><ol class=\"steps log-only\"><li><code>TIME</code> now, from Redis's own clock, so every app instance agrees</li><li><code>ZREMRANGEBYRANK</code> evicts entries with score ≤ now − window (at most 1,000 per call)</li><li><code>ZCOUNT key (now−window +inf</code> counts each rule's window; an entry exactly at the cutoff is already out</li><li><code>ZADD key now uuid</code> only if every rule has room, then <code>PEXPIRE</code> to the longest window</li><li><code>denied?</code> nothing is recorded; Retry-After = oldest relevant entry + window − now</li></ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var37 string
+		templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 279, Col: 79}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -703,33 +726,33 @@ func footer(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 45, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		var templ_7745c5c3_Var38 string
-		templ_7745c5c3_Var38, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 274, Col: 76}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var38))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 48, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var39 string
-		templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
+		templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 278, Col: 41}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 288, Col: 76}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 49, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var40 string
+		templ_7745c5c3_Var40, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 292, Col: 41}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var40))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 50, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -174,6 +174,11 @@ func (p Page) minLimit() string {
 	return strconv.Itoa(m)
 }
 
+// raceModes are the race's modes in the order the race panel shows them:
+// counting every request (naive, atomic), then counting only failures
+// (peek then record, check then keep).
+var raceModes = []string{"naive", "atomic", "peekrecord", "reserverefund"}
+
 // rulesLabel joins a policy's rule labels for the picker, e.g. "5 per 1s, 100 per 1m".
 func rulesLabel(pol Policy) string {
 	s := ""

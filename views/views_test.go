@@ -80,7 +80,8 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 		{"clock", ""}, {"clock-utc", ""}, {"ring", "svg"}, {"timeline", ""}, {"count", ""},
 		{"send", "button"}, {"boundary-test", "button"}, {"boundary-result", ""},
 		{"reset", "button"}, {"log", ""}, {"race-naive", "button"},
-		{"race-atomic", "button"}, {"race-result", ""}, {"key", "input"},
+		{"race-atomic", "button"}, {"race-peekrecord", "button"}, {"race-reserverefund", "button"},
+		{"race-result", ""}, {"key", "input"},
 		{"policy", "select"}, {"viewers", ""}, {"status", ""}, {"rate", ""},
 		{"algorithm", ""},
 	} {
@@ -114,14 +115,71 @@ func TestIndexPageHasEveryTestID(t *testing.T) {
 	if got := strings.TrimSpace(byTestID(doc, "rate").Text()); got != "0/s allowed · 0/s denied" {
 		t.Errorf("rate reads %q before any data", got)
 	}
-	// Entries and log lines come from the stream only.
-	for _, id := range []string{"timeline-entry", "log-entry"} {
+	// Entries, log lines and a lock come from the stream only.
+	for _, id := range []string{"timeline-entry", "log-entry", "lock"} {
 		if n := byTestID(doc, id).Length(); n != 0 {
 			t.Errorf("server rendered %d %q elements, want 0", n, id)
 		}
 	}
 	if got := strings.TrimSpace(byTestID(doc, "status").Text()); got != "reconnecting" {
 		t.Errorf("status = %q before the socket connects, want reconnecting", got)
+	}
+}
+
+// TestRacePanel: the race offers its four modes — counting every request,
+// then counting only failed logins — each button beside a sentence on why,
+// and race-result holds a line per mode, in the buttons' order, for the
+// script to fill.
+func TestRacePanel(t *testing.T) {
+	doc, _ := render(t, testPage())
+	card := byTestID(doc, "race-result").Closest("section")
+	var buttons []string
+	card.Find("button[data-testid]").Each(func(_ int, b *goquery.Selection) {
+		id, _ := b.Attr("data-testid")
+		if typ, _ := b.Attr("type"); typ != "button" {
+			t.Errorf("%s is a button of type %q, want button (no form submit)", id, typ)
+		}
+		if strings.TrimSpace(b.Text()) == "" {
+			t.Errorf("%s has no text", id)
+		}
+		buttons = append(buttons, id)
+	})
+	if got, want := strings.Join(buttons, ","), "race-naive,race-atomic,race-peekrecord,race-reserverefund"; got != want {
+		t.Errorf("race buttons %s, want %s", got, want)
+	}
+	var lines []string
+	byTestID(doc, "race-result").Find(".race-line").Each(func(_ int, l *goquery.Selection) {
+		lines = append(lines, l.AttrOr("data-mode", ""))
+	})
+	if got, want := strings.Join(lines, ","), "naive,atomic,peekrecord,reserverefund"; got != want {
+		t.Errorf("race-result lines %s, want %s", got, want)
+	}
+	text := strings.Join(strings.Fields(card.Text()), " ")
+	for _, why := range []string{
+		"Peek, then record asks “any failures left?” without recording",
+		"every one of them reaches the login",
+		"Check, then keep records first, so each entry holds its room while the login runs",
+		"exactly limit failing logins reach it",
+	} {
+		if !strings.Contains(text, why) {
+			t.Errorf("the race panel does not say %q", why)
+		}
+	}
+}
+
+// TestLockSlot: the count readout has a place for the lock, empty until the
+// stream says the key is locked, and read out when one appears.
+func TestLockSlot(t *testing.T) {
+	doc, _ := render(t, testPage())
+	slot := doc.Find(".readout-count #lock-slot")
+	if slot.Length() != 1 {
+		t.Fatalf("found %d lock slots in the count readout, want 1", slot.Length())
+	}
+	if live, _ := slot.Attr("aria-live"); live != "polite" {
+		t.Errorf("lock slot aria-live = %q, want polite", live)
+	}
+	if slot.Children().Length() != 0 {
+		t.Errorf("the lock slot holds %d elements before any data", slot.Children().Length())
 	}
 }
 

@@ -1,5 +1,6 @@
-// The "Try it" buttons: one real check, the boundary test and a reset, each a
-// real HTTP call from the browser on the watched window.
+// The "Try it" buttons: one real check, the boundary test and a reset, and
+// the log's refund buttons, each a real HTTP call from the browser on the
+// watched window.
 
 import { api, problemText, windowQuery } from './api.js';
 import { toast } from './toast.js';
@@ -35,7 +36,8 @@ async function onSend(ui, w) {
     } else if (res.status === 429) {
       const ra = res.headers.get('Retry-After');
       const exact = data && typeof data.retryAfterMs === 'number' ? ' (exactly ' + fmtSeconds(data.retryAfterMs) + ' s)' : '';
-      show('429 denied · Retry-After ' + ra + ' s' + exact, 'is-denied');
+      const what = data && data.locked ? '429 locked out (level ' + data.lockLevel + ')' : '429 denied';
+      show(what + ' · Retry-After ' + ra + ' s' + exact, 'is-denied');
     } else {
       show(problemText(res, data), 'is-error');
       toast('Request failed: ' + problemText(res, data));
@@ -110,4 +112,27 @@ async function onReset(ui, w) {
   } finally {
     btn.disabled = false;
   }
+}
+
+// refundFrom returns what a log row's refund button does: take the request's
+// entries back with a real POST /api/v1/refund on the watched window. The
+// adjustment message that follows, to every tab, shows what it did.
+export function refundFrom(win) {
+  return async (id, btn) => {
+    const w = win();
+    btn.disabled = true;
+    btn.textContent = 'refunding…';
+    try {
+      const { res, data } = await api('POST', '/api/v1/refund', { key: w.key, policy: w.policy, id: id });
+      if (res.ok && data) {
+        btn.textContent = data.refunded > 0 ? 'refunded' : 'already gone';
+        return;
+      }
+      toast('Refund failed: ' + problemText(res, data));
+    } catch (e) {
+      toast('Refund failed: ' + e.message);
+    }
+    btn.textContent = 'refund';
+    btn.disabled = false;
+  };
 }

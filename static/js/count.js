@@ -12,7 +12,8 @@ export class CountReadout {
 
   // render: rules are the policy's [{limit, windowMs, label}]; reported is
   // the last {count, limit} pair the server sent (a decision's binding rule
-  // or a snapshot's longest), used while the page does not hold every entry.
+  // or a snapshot's longest), used while the page does not hold every entry;
+  // blocked is what refuses a request now ('blocked', 'locked'), or ''.
   render(t, model, rules, reported, blocked) {
     const p = performance.now();
     if (p - this.at < EVERY_MS) return;
@@ -36,7 +37,7 @@ export class CountReadout {
     let verdict = '';
     let cls = 'verdict';
     if (blocked) {
-      verdict = 'blocked';
+      verdict = typeof blocked === 'string' ? blocked : 'blocked';
       cls += ' is-denied';
     } else if (n !== null && l !== null) {
       if (n >= l) {

@@ -30,7 +30,8 @@ export function redisKey(facts, key, policy, algorithm) {
     .replace('<algorithm>', () => (algorithm ? algorithm.name : ''));
 }
 
-function parseList(raw) {
+// parseList reads a JSON list from a data- attribute; anything else is [].
+export function parseList(raw) {
   try {
     const v = JSON.parse(raw || '[]');
     return Array.isArray(v) ? v : [];

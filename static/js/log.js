@@ -2,9 +2,10 @@
 // Messages only queue here (a bounded ring); the frame builds the rows, at
 // most every LOG_EVERY_MS, so a burst of thousands costs LOG_MAX rows.
 
-import { OUTCOME, decisionOutcome } from './messages.js';
+import { OUTCOME, decisionOutcome, recordsEntry } from './messages.js';
 import { span } from './dom.js';
 import { fmtTime, fmtSeconds, fmtInt, shortId } from './format.js';
+import { adjustText } from './adjust.js';
 
 export const LOG_MAX = 50;
 const BURST_EVERY_MS = 500; // a burst is drawn at most this often: nobody reads faster
@@ -27,6 +28,14 @@ export class Log {
     this.drawnUpTo = 0; // items drawn
     this.renderedAt = -Infinity;
     this.countCh = 0; // width of the count column, in digits
+    // refundable: allowed rows offer a button that takes their entries back
+    // (on the sandbox policy, where anyone may); onRefund(id, button) does.
+    this.refundable = false;
+    this.onRefund = null;
+    el.addEventListener('click', (ev) => {
+      const b = ev.target instanceof Element ? ev.target.closest('button[data-refund]') : null;
+      if (b && !b.disabled && this.onRefund) this.onRefund(b.dataset.refund, b);
+    });
   }
 
   clear() {
@@ -58,7 +67,12 @@ export class Log {
   }
 
   decision(m) {
-    this.push({ decision: m });
+    this.push({ decision: m, refund: this.refundable && recordsEntry(m) });
+  }
+
+  // adjustment lists a refund or a settle of one check's entries.
+  adjustment(m) {
+    this.push({ adjustment: m });
   }
 
   note(ms, text) {
@@ -83,7 +97,7 @@ export class Log {
       else requests.push({ id: id, ms: e.ms, cost: 1 });
     }
     const shown = requests.slice(-LOG_MAX + 1);
-    for (const r of shown) this.push({ earlier: r });
+    for (const r of shown) this.push({ earlier: r, refund: this.refundable });
     const entries = fmtInt(count) + (count === 1 ? ' entry' : ' entries');
     let text;
     if (list.length === 0) text = fmtInt(count) + ' of ' + fmtInt(m.limit) + ' used when this tab opened, by requests before it';
@@ -113,7 +127,8 @@ export class Log {
     const frag = document.createDocumentFragment();
     for (let i = this.head - 1; i >= this.head - n; i--) {
       const it = this.pending[i % LOG_MAX];
-      const li = it.decision ? decisionRow(it.decision) : it.earlier ? earlierRow(it.earlier) : noteRow(it.ms, it.text);
+      const li = it.decision ? decisionRow(it.decision, it.refund) : it.earlier ? earlierRow(it.earlier, it.refund)
+        : it.adjustment ? adjustmentRow(it.adjustment) : noteRow(it.ms, it.text);
       if (n <= ANIMATE_MAX) li.classList.add('is-new');
       frag.append(li);
     }
@@ -123,7 +138,21 @@ export class Log {
       this.el.prepend(frag);
       while (this.el.children.length > LOG_MAX) this.el.lastElementChild.remove();
     }
+    for (let i = this.head - n; i < this.head; i++) {
+      const a = this.pending[i % LOG_MAX].adjustment;
+      if (a && a.now === 0) this.refunded(String(a.id));
+    }
     this.updateHint();
+  }
+
+  // refunded retires the refund buttons of a request none of whose entries
+  // is left, whoever took them back.
+  refunded(id) {
+    for (const b of this.el.querySelectorAll('button[data-refund]')) {
+      if (b.dataset.refund !== id) continue;
+      b.disabled = true;
+      b.textContent = 'refunded';
+    }
   }
 }
 
@@ -140,9 +169,10 @@ const WHAT = {
 const MARK_TITLE = {
   cached: 'answered by the instance\'s local deny cache, without a Redis round trip',
   'would deny · shadow': 'shadow policy: allowed, but enforced it would have been a 429 with this Retry-After',
+  locked: 'this key is locked out: every check is denied until the lock ends, whatever room the window has',
 };
 
-function decisionRow(m) {
+function decisionRow(m, refund) {
   const outcome = decisionOutcome(m);
   const w = WHAT[outcome];
   const li = document.createElement('li');
@@ -153,12 +183,16 @@ function decisionRow(m) {
   const whatEl = span('log-what', '');
   const marks = w.mark ? [w.mark] : [];
   if (m.cached && outcome === OUTCOME.WOULD_DENY) marks.push('cached');
+  if (m.locked) marks.push('locked');
   for (const mark of marks) {
-    const tag = span('log-tag log-tag-' + (mark === 'cached' ? 'cached' : 'shadow'), mark);
+    const text = mark === 'locked' && m.lockLevel ? 'locked · level ' + m.lockLevel : mark;
+    const tag = span('log-tag log-tag-' + (mark === 'would deny · shadow' ? 'shadow' : mark), text);
     tag.title = MARK_TITLE[mark];
     whatEl.append(tag, ' ');
   }
   whatEl.append(outcome === OUTCOME.ALLOWED ? 'allowed' : 'Retry-After ' + fmtSeconds(m.retryAfterMs) + ' s');
+  if (m.locked) li.dataset.locked = 'true';
+  if (refund) whatEl.append(' ', refundButton(m.id, m.nowMs));
   li.append(
     span('log-time', fmtTime(m.nowMs)),
     span('badge ' + w.badge, m.allowed ? '200' : '429'),
@@ -176,7 +210,7 @@ function decisionRow(m) {
 // earlierRow is a request recorded before this tab opened: the page saw no
 // decision, only its entry in the window, so it shows what an entry says —
 // allowed, at its score.
-function earlierRow(r) {
+function earlierRow(r, refund) {
   const li = document.createElement('li');
   li.className = 'log-entry is-allowed is-earlier';
   li.dataset.testid = 'log-entry';
@@ -186,7 +220,47 @@ function earlierRow(r) {
   tag.title = 'recorded before this tab opened: read from the window in Redis, not seen as a decision';
   const whatEl = span('log-what', '');
   whatEl.append(tag, ' allowed' + (r.cost > 1 ? ' · cost ' + r.cost : ''));
+  if (refund) whatEl.append(' ', refundButton(r.id, r.ms));
   li.append(span('log-time', fmtTime(r.ms)), span('badge badge-ok', '200'), span('log-count', ''), whatEl);
+  return li;
+}
+
+// refundButton offers to take a request's entries back (POST /api/v1/refund).
+function refundButton(id, ms) {
+  const b = document.createElement('button');
+  b.type = 'button';
+  b.className = 'log-refund';
+  b.dataset.testid = 'log-refund';
+  b.dataset.refund = id;
+  b.textContent = 'refund';
+  b.title = 'Take this request\'s entries back: POST /api/v1/refund with its id ' + id;
+  b.setAttribute('aria-label', 'refund the request of ' + fmtTime(ms));
+  return b;
+}
+
+// adjustmentRow is a refund or a settle of one check's entries, by whoever
+// called POST /api/v1/refund or /settle.
+function adjustmentRow(m) {
+  const li = document.createElement('li');
+  li.className = 'log-entry is-adjustment';
+  li.dataset.testid = 'log-entry';
+  li.dataset.kind = String(m.kind);
+  li.dataset.id = String(m.id);
+  const what = span('log-what', adjustText(m) + ' ');
+  const id = span('log-id', shortId(String(m.id)));
+  id.title = 'the request\'s id: ' + m.id;
+  what.append(id);
+  li.append(
+    span('log-time', fmtTime(m.nowMs)),
+    span('badge badge-adjust', String(m.kind)),
+    span('log-count', (m.count ?? '–') + ' / ' + (m.limit ?? '–')),
+    what,
+  );
+  if (m.instance) {
+    const inst = span('log-inst', shortId(String(m.instance)));
+    inst.title = 'instance ' + m.instance;
+    li.append(inst);
+  }
   return li;
 }
 

@@ -7,7 +7,7 @@
 // snapshot); the page is drawn at most once per animation frame, from that
 // state, and while the tab is hidden once a second.
 
-import { MSG, dispatch, decisionOutcome, OUTCOME } from './messages.js';
+import { MSG, dispatch } from './messages.js';
 import { byTestId, byId, Writer } from './dom.js';
 import { ruleLabel, fmtUTC } from './format.js';
 import { Clock } from './clock.js';
@@ -15,7 +15,7 @@ import { Stream, wsURL } from './stream.js';
 import { WindowModel } from './window-model.js';
 import { AlgoModel } from './algo-model.js';
 import { loadAlgorithms, algorithm } from './algorithms.js';
-import { readFacts, keyPattern, redisKey } from './facts.js';
+import { readFacts, keyPattern, redisKey, parseList } from './facts.js';
 import { AlgoView } from './algo-view.js';
 import { Timeline } from './timeline.js';
 import { Ring } from './ring.js';
@@ -23,7 +23,8 @@ import { CountReadout, bindingRule } from './count.js';
 import { Log } from './log.js';
 import { Rate } from './rate.js';
 import { Race, raceText } from './race.js';
-import { bindActions, clearActions } from './actions.js';
+import { Blocked } from './blocked.js';
+import { bindActions, clearActions, refundFrom } from './actions.js';
 import { statusOf, renderStatus } from './status.js';
 import { toastInto } from './toast.js';
 
@@ -43,7 +44,7 @@ async function init() {
   const state = {
     key: app.dataset.key || facts.sandbox,
     policy: app.dataset.policy || facts.sandbox,
-    policies: parsePolicies(app.dataset.policies),
+    policies: parseList(app.dataset.policies),
     algorithm: DEFAULT, // how the watched policy keeps its windows
     shadow: false,
     rules: [], // [{limit, windowMs, label}] of the watched policy
@@ -51,7 +52,6 @@ async function init() {
     viewers: null,
     instance: '',
     reported: { count: null, limit: null }, // the last count/limit pair the server sent
-    denial: null, // {retryAt, total} after a 429, in Redis ms
     listedEarlier: false, // the log has had its chance to list the entries before this tab
   };
   const ui = {
@@ -97,13 +97,18 @@ async function init() {
   }, w);
   const counter = new CountReadout({ count: byTestId('count'), verdict: byId('verdict'), rules: byId('rule-counts') }, w);
   const log = new Log(byTestId('log'), byTestId('log-more'));
+  const blocked = new Blocked(byId('lock-slot')); // a denial's Retry-After, or a lock
   const rate = new Rate({ root: byTestId('rate'), text: byId('rate-text'), canvas: byId('rate-spark') }, w);
   const win = () => {
     const r = bindingRule(state.rules);
     return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0 };
   };
   const race = new Race({
-    naive: byTestId('race-naive'), atomic: byTestId('race-atomic'), result: byTestId('race-result'), hint: byId('race-hint'),
+    buttons: {
+      naive: byTestId('race-naive'), atomic: byTestId('race-atomic'),
+      peekrecord: byTestId('race-peekrecord'), reserverefund: byTestId('race-reserverefund'),
+    },
+    result: byTestId('race-result'), hint: byId('race-hint'),
   }, win, facts.sandbox);
   const actions = {
     send: byTestId('send'),
@@ -113,6 +118,7 @@ async function init() {
     sendResult: byId('send-result'),
   };
   bindActions(actions, win);
+  log.onRefund = refundFrom(win);
 
   // ---------- messages ----------
 
@@ -154,28 +160,26 @@ async function init() {
       log.decision(m);
       rate.decision(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
-      // The window is blocked when a denial says even one more request has
-      // no room: a costly request denied beside cheap ones that pass is not.
-      const o = decisionOutcome(m);
-      const full = !(typeof m.count === 'number' && typeof m.limit === 'number' && m.count < m.limit);
-      if ((o === OUTCOME.DENIED && full) || o === OUTCOME.CACHED) {
-        const retry = Math.max(0, Number(m.retryAfterMs) || 0);
-        state.denial = { retryAt: m.nowMs + retry, total: retry };
-      } else if (o === OUTCOME.ALLOWED) {
-        state.denial = null;
-      }
+      blocked.decision(m);
+    },
+    [MSG.ADJUSTMENT]: (m) => {
+      if (!forThisWindow(m)) return;
+      model.adjustment(m);
+      log.adjustment(m);
+      blocked.adjustment(m);
+      state.reported = { count: num(m.count), limit: num(m.limit) };
     },
     [MSG.RESET]: (m) => {
       if (!forThisWindow(m)) return;
       model.reset(m.nowMs);
       algo.reset(m.nowMs);
-      state.denial = null;
+      blocked.clear();
       state.reported = { count: 0, limit: state.reported.limit };
       log.note(m.nowMs, 'window reset');
     },
     [MSG.RACE]: (m) => {
       if (!forThisWindow(m)) return;
-      state.denial = null;
+      blocked.clear();
       race.show(m);
       log.note(clock.now(), 'race ' + raceText(m));
     },
@@ -214,6 +218,7 @@ async function init() {
     }
     state.algorithm = a;
     state.shadow = shadow;
+    log.refundable = state.policy === facts.sandbox && entries(a); // anyone may refund on the sandbox
     algo.setAlgorithm(a);
     w.text(ui.algorithm, a + (shadow ? ' · shadow' : ''));
     w.text(ui.algoCaption, algorithm(a) ? algorithm(a).caption || '' : '');
@@ -265,7 +270,7 @@ async function init() {
     state.policy = policy;
     history.replaceState(null, '', location.pathname + '?key=' + encodeURIComponent(key) + '&policy=' + encodeURIComponent(policy));
     state.reported = { count: null, limit: null };
-    state.denial = null;
+    blocked.clear();
     state.viewers = 0;
     state.listedEarlier = false;
     model.clear();
@@ -310,14 +315,15 @@ async function init() {
     w.text(ui.clock, String(Math.floor(t)));
     w.text(ui.clockUTC, fmtUTC(Math.floor(t)));
     model.expire(t);
-    const blocked = state.denial !== null && state.denial.retryAt > t;
+    const verdict = blocked.verdict(t);
+    blocked.render(t);
     if (entries(state.algorithm)) {
       timeline.render(model, t);
-      counter.render(t, model, state.rules, state.reported, blocked);
-      ring.render(t, model.oldestMs, model.windowMs, state.denial);
+      counter.render(t, model, state.rules, state.reported, verdict);
+      ring.render(t, model.oldestMs, model.windowMs, blocked.ring(t));
     } else {
       algoView.render(algo, t);
-      counter.render(t, algo.known ? algo : model, state.rules, state.reported, blocked);
+      counter.render(t, algo.known ? algo : model, state.rules, state.reported, verdict);
       renderAlgoRing(t);
     }
     log.render(Math.max(state.reported.limit || 0, ...state.rules.map((r) => r.limit)));
@@ -333,11 +339,11 @@ async function init() {
     const s = r ? algo.at(r, t) : null;
     const W = rule ? rule.windowMs : 0;
     if (!s || s.resetAt === null) {
-      ring.render(t, null, W, state.denial);
+      ring.render(t, null, W, blocked.ring(t));
       return;
     }
     const a = algorithm(state.algorithm);
-    ring.render(t, s.resetAt - W, W, state.denial, (a && a.resetLabel) || 'until it resets');
+    ring.render(t, s.resetAt - W, W, blocked.ring(t), (a && a.resetLabel) || 'until it resets');
   }
 
   let raf = 0;
@@ -371,15 +377,6 @@ async function init() {
   schedule();
 }
 
-
-function parsePolicies(raw) {
-  try {
-    const v = JSON.parse(raw || '[]');
-    return Array.isArray(v) ? v : [];
-  } catch (e) {
-    return [];
-  }
-}
 
 function policyByName(policies, name) {
   return policies.find((p) => p.name === name) || null;

@@ -19,6 +19,10 @@ export const MSG = Object.freeze({
   OVERVIEW: 'overview', // every policy's rates and one policy's top clients, once a second
 });
 
+// The kinds of an adjustment message: a refund took one check's entries
+// back, a settle made their number the check's true cost.
+export const ADJUST = Object.freeze({ REFUND: 'refund', SETTLE: 'settle' });
+
 // decodeFrame returns the messages one text frame carries, in order: a frame
 // is one message object or, batched, a JSON array of them. Anything that is
 // not a message (bad JSON, a number, an object without a type) is skipped.

@@ -1,33 +1,41 @@
-// The race demo: naive check-then-act against the atomic script,
-// on the sandbox policy only. Outcomes arrive as the HTTP answer and as a
-// `race` message to every viewer; the frame draws the newest of each mode.
+// The race demo, on the sandbox policy only: naive check-then-act against
+// the atomic script, and for outcomes (only failed logins count) peek, then
+// record against check, then keep. Outcomes arrive as the HTTP answer and as
+// a `race` message to every viewer; the frame draws the newest of each mode.
 
 import { api, problemText } from './api.js';
 import { toast } from './toast.js';
 
+// MODES are the race's modes, as POST /api/v1/race names them. In the
+// outcome modes each request is a login that fails: `allowed` counts the
+// ones that reached the handler.
+export const MODES = Object.freeze(['naive', 'atomic', 'peekrecord', 'reserverefund']);
+const OUTCOME_MODES = new Set(['peekrecord', 'reserverefund']);
+
 export class Race {
-  // ui: {naive, atomic, result, hint}; win() returns the watched {key,
-  // policy}; races run on the sandbox policy alone.
+  // ui: {buttons: {mode: button}, result, hint}; win() returns the watched
+  // {key, policy}; races run on the sandbox policy alone.
   constructor(ui, win, sandbox) {
     this.ui = ui;
     this.win = win;
     this.sandbox = sandbox;
     this.busy = false;
-    this.pending = { naive: null, atomic: null };
-    ui.naive.addEventListener('click', () => this.run('naive'));
-    ui.atomic.addEventListener('click', () => this.run('atomic'));
+    this.pending = {};
+    for (const mode of MODES) {
+      const b = ui.buttons[mode];
+      if (b) b.addEventListener('click', () => this.run(mode));
+    }
   }
 
   // availability enables the buttons on the sandbox policy only.
   availability() {
     const onDemo = this.win().policy === this.sandbox;
-    this.ui.naive.disabled = !onDemo || this.busy;
-    this.ui.atomic.disabled = !onDemo || this.busy;
+    for (const b of Object.values(this.ui.buttons)) if (b) b.disabled = !onDemo || this.busy;
     this.ui.hint.hidden = onDemo;
   }
 
   clear() {
-    this.pending = { naive: null, atomic: null };
+    this.pending = {};
     for (const line of this.ui.result.querySelectorAll('.race-line')) {
       line.querySelector('.race-text').textContent = '';
       line.classList.remove('has-result', 'has-overshoot', 'is-running');
@@ -36,7 +44,7 @@ export class Race {
 
   // show queues an outcome for the next frame.
   show(r) {
-    if (r && (r.mode === 'naive' || r.mode === 'atomic')) this.pending[r.mode] = r;
+    if (r && MODES.includes(r.mode)) this.pending[r.mode] = r;
   }
 
   async run(mode) {
@@ -60,13 +68,13 @@ export class Race {
   }
 
   line(mode) {
-    return this.ui.result.querySelector('.race-line[data-mode="' + (mode === 'naive' ? 'naive' : 'atomic') + '"]');
+    return this.ui.result.querySelector('.race-line[data-mode="' + (MODES.includes(mode) ? mode : 'naive') + '"]');
   }
 
   // render draws each queued outcome as text and a bar: allowed within the
   // limit, then the overshoot past the limit marker.
   render() {
-    for (const mode of ['naive', 'atomic']) {
+    for (const mode of MODES) {
       const r = this.pending[mode];
       if (!r) continue;
       this.pending[mode] = null;
@@ -83,10 +91,14 @@ export class Race {
   }
 }
 
+// raceText sums up an outcome: "naive: 37 of 200 allowed, limit 5 —
+// overshoot 32 (104 ms)"; the outcome modes count the failed logins that
+// reached the handler.
 export function raceText(r) {
   let verdict = 'within the limit';
   if (r.overshoot > 0) verdict = 'overshoot ' + r.overshoot;
   else if (r.allowed === r.limit) verdict = 'exact';
-  return r.mode + ': ' + r.allowed + ' of ' + r.requests + ' allowed, limit ' + r.limit +
+  const passed = OUTCOME_MODES.has(r.mode) ? ' reached the handler' : ' allowed';
+  return r.mode + ': ' + r.allowed + ' of ' + r.requests + passed + ', limit ' + r.limit +
     ' — ' + verdict + ' (' + r.durationMs + ' ms)';
 }

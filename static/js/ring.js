@@ -1,5 +1,5 @@
 // The countdown ring: time until the oldest entry slides out or, after a
-// 429, the Retry-After counting down to zero.
+// 429, the Retry-After counting down to zero — or a lock, to its end.
 
 const RING_R = 52; // the SVG circle's radius
 const RING_C = 2 * Math.PI * RING_R;
@@ -14,8 +14,9 @@ export class Ring {
   }
 
   // render shows the denial's countdown while blocked (denial = {retryAt,
-  // total} in Redis ms), else the time until oldest + windowMs, labelled
-  // idleLabel when the algorithm counts down to something else (its reset).
+  // total, locked} in Redis ms; locked: a lock's), else the time until
+  // oldest + windowMs, labelled idleLabel when the algorithm counts down to
+  // something else (its reset).
   render(t, oldest, windowMs, denial, idleLabel) {
     let remaining = 0;
     let total = windowMs || 1;
@@ -24,8 +25,8 @@ export class Ring {
     if (denial && denial.retryAt > t) {
       remaining = denial.retryAt - t;
       total = Math.max(denial.total, 1);
-      mode = 'is-blocked';
-      label = 'Retry-After';
+      mode = denial.locked ? 'is-blocked is-locked' : 'is-blocked';
+      label = denial.locked ? 'locked' : 'Retry-After';
     } else if (oldest !== null) {
       remaining = Math.max(0, oldest + windowMs - t);
       mode = 'is-counting';

@@ -9,6 +9,7 @@
 // calls expire() and reads the rest.
 
 import { recordsEntry } from './messages.js';
+import { adjustEntries } from './adjust.js';
 
 export const SPAN = 1.2; // the timeline shows 1.2 windows: the window plus what just left it
 export const BINS = 600; // time bins across the span
@@ -16,6 +17,7 @@ export const LANES = 7; // dots spread over lanes so same-millisecond entries st
 const RING = 1024; // bins kept: the span plus room for clocks that disagree a little
 const EXACT_CAP = 1500; // entries kept one by one; beyond this, counts per bin only
 const RECENT = 512; // newest recorded decisions, to merge with a snapshot that raced them
+const ADJUSTED = 64; // newest refunds and settles, to apply again to a snapshot read before them
 
 export class WindowModel {
   constructor() {
@@ -47,6 +49,7 @@ export class WindowModel {
     this.countExtra = 0; // entries recorded after countAt
     this.oldestMs = null;
     this.recentN = 0;
+    this.adjusted = []; // refunds and settles a snapshot may not show yet, oldest first
     this.reconnected();
   }
 
@@ -107,6 +110,9 @@ export class WindowModel {
       });
     }
 
+    // A refund or settle that Redis ran after this snapshot's read (or in
+    // its millisecond) is not in it yet; older ones are.
+    this.adjusted = this.adjusted.filter((a) => a.nowMs >= m.nowMs);
     if (this.truncated) {
       this.exact = false;
       this.entries = new Map();
@@ -128,6 +134,7 @@ export class WindowModel {
         next.set(id, { ms: ms, lane: had ? had.lane : this.pickLane(ms) });
       }
     });
+    for (const a of this.adjusted) adjustEntries(next, a, (ms) => this.pickLane(ms));
     this.entries = next;
     this.exact = next.size <= EXACT_CAP;
     if (!this.exact) this.entries = new Map();
@@ -159,6 +166,42 @@ export class WindowModel {
     }
   }
 
+  // adjustment applies a refund or a settle of one check (an `adjustment`
+  // message: its id, the entries it had (was) and has now) at once: the
+  // entries leave, or join at the check's own score. The snapshot that
+  // follows says the same, exactly.
+  adjustment(m) {
+    if (typeof m.id !== 'string' || typeof m.nowMs !== 'number') return;
+    const was = Math.max(0, Number(m.was) || 0);
+    const now = Math.max(0, Number(m.now) || 0);
+    if (typeof m.count === 'number' && this.longestLimit > 0 && m.limit === this.longestLimit && m.nowMs >= this.countAt) {
+      this.countBase = m.count; // the longest rule's count after it
+      this.countAt = m.nowMs;
+      this.countExtra = 0;
+    }
+    if (was === now) return;
+    this.version++;
+    const first = this.entries.get(m.id);
+    const a = { id: m.id, was: was, now: now, nowMs: m.nowMs, ms: first ? first.ms : this.recentScore(m.id) };
+    if (now === 0) this.forgetRecent(m.id); // no snapshot may bring it back
+    this.adjusted.push(a);
+    if (this.adjusted.length > ADJUSTED) this.adjusted.shift();
+    if (this.exact) adjustEntries(this.entries, a, (ms) => this.pickLane(ms));
+  }
+
+  recentScore(id) {
+    let ms = null;
+    this.eachRecent((rid, rms) => {
+      if (rid === id) ms = rms;
+    });
+    return ms;
+  }
+
+  forgetRecent(id) {
+    const n = Math.min(this.recentN, RECENT);
+    for (let i = this.recentN - n; i < this.recentN; i++) if (this.recentIds[i % RECENT] === id) this.recentIds[i % RECENT] = null;
+  }
+
   // reset: the window was emptied at nowMs.
   reset(nowMs) {
     const t = typeof nowMs === 'number' ? nowMs : this.snapNowMs;
@@ -177,6 +220,7 @@ export class WindowModel {
     this.countAt = t;
     this.countExtra = 0;
     this.recentN = 0;
+    this.adjusted = [];
     this.seenBins.fill(0);
     this.seenHead = -Infinity;
     this.seenSince = t;
@@ -195,9 +239,14 @@ export class WindowModel {
     this.seenBins[mod(k, RING)]++;
   }
 
+  // eachRecent calls f(id, ms) for each recent recorded decision, but
+  // those since refunded.
   eachRecent(f) {
     const n = Math.min(this.recentN, RECENT);
-    for (let i = this.recentN - n; i < this.recentN; i++) f(this.recentIds[i % RECENT], this.recentMs[i % RECENT]);
+    for (let i = this.recentN - n; i < this.recentN; i++) {
+      const id = this.recentIds[i % RECENT];
+      if (id !== null) f(id, this.recentMs[i % RECENT]);
+    }
   }
 
   // pickLane puts a new dot in the lane whose newest dot is oldest, so a
