@@ -86,7 +86,7 @@ func TestReadmeFitsANewcomer(t *testing.T) {
 	if len(readme) > 20*1024 {
 		t.Errorf("README.md is %d bytes, want at most 20 KB: move reference material to docs/", len(readme))
 	}
-	for _, want := range []string{"go run .", "go test ./...", "go install github.com/ratescope/ratescope@latest"} {
+	for _, want := range []string{"go run .", "go test ./...", "go install ."} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README.md lacks %q", want)
 		}

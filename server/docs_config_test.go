@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/ratescope/ratescope/server/envoyconf"
 )
 
@@ -58,6 +60,37 @@ func TestDocsConfigFilesLoad(t *testing.T) {
 	// The example the compose file mounts, as it stands.
 	if _, err := newConfigStore(Config{ConfigFile: "../config/ratescope.yaml"}, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		t.Errorf("config/ratescope.yaml does not load: %v", err)
+	}
+	// The config file the Kubernetes manifests mount, from their ConfigMap.
+	manifests, err := os.ReadFile("../deploy/kubernetes/ratescope.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounted := 0
+	dec := yaml.NewDecoder(strings.NewReader(string(manifests)))
+	for {
+		var doc struct {
+			Kind string            `yaml:"kind"`
+			Data map[string]string `yaml:"data"`
+		}
+		if err := dec.Decode(&doc); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("deploy/kubernetes/ratescope.yaml: %v", err)
+		}
+		if file, ok := doc.Data["ratescope.yaml"]; ok && doc.Kind == "ConfigMap" {
+			mounted++
+			path := filepath.Join(t.TempDir(), "ratescope.yaml")
+			if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := newConfigStore(Config{ConfigFile: path}, newMetrics(), slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+				t.Errorf("the Kubernetes ConfigMap's ratescope.yaml does not load: %v\n%s", err, file)
+			}
+		}
+	}
+	if mounted != 1 {
+		t.Errorf("deploy/kubernetes/ratescope.yaml holds %d ConfigMaps with a ratescope.yaml, want 1", mounted)
 	}
 	if envoyFiles == 0 {
 		t.Error("found no envoyproxy/ratelimit config file in the docs, want the Envoy page's")
