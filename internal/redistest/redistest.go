@@ -17,8 +17,10 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"testing"
 	"time"
 
@@ -226,14 +228,45 @@ func (c *Cluster) Client() *redis.ClusterClient {
 //	func TestMain(m *testing.M) { os.Exit(redistest.Run(m)) }
 //
 // Afterwards it stops the Shared Redis and prints one line per missing
-// program: how many tests it cost and how to install it.
+// program: how many tests it cost and how to install it. A plain `go test
+// ./...` shows a passing package's output to no one, so without -v the
+// lines also go to the terminal the tests run in, when there is one.
 func Run(m *testing.M) int {
 	code := m.Run()
 	shared.stop()
-	for _, line := range absent.summary() {
-		fmt.Println(line)
-	}
+	tell(absent.summary(), os.Stdout, testing.Verbose(), openTerminal)
 	return code
+}
+
+// tell prints lines to out and, unless verbose (then go test shows out),
+// to the terminal open finds.
+func tell(lines []string, out io.Writer, verbose bool, open func() (io.WriteCloser, error)) {
+	if len(lines) == 0 {
+		return
+	}
+	for _, line := range lines {
+		fmt.Fprintln(out, line)
+	}
+	if verbose {
+		return
+	}
+	tty, err := open()
+	if err != nil {
+		return // no terminal: CI, which runs strict and fails instead
+	}
+	defer tty.Close()
+	for _, line := range lines {
+		fmt.Fprintln(tty, line)
+	}
+}
+
+// openTerminal opens the controlling terminal for writing.
+func openTerminal() (io.WriteCloser, error) {
+	name := "/dev/tty"
+	if runtime.GOOS == "windows" {
+		name = "CONOUT$"
+	}
+	return os.OpenFile(name, os.O_WRONLY, 0)
 }
 
 // Shared returns the address of one Redis (AnyRedis's choice) for the whole

@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -247,5 +249,37 @@ func TestDeployment(t *testing.T) {
 	}
 	if !strings.HasPrefix(SentinelURL([]string{"a:1", "b:2"}), "redis://a:1?master_name="+MasterName+"&addr=b:2") {
 		t.Fatal(SentinelURL([]string{"a:1", "b:2"}))
+	}
+}
+
+type lines struct{ strings.Builder }
+
+func (*lines) Close() error { return nil }
+
+// TestTellReachesTheTerminal: without -v, go test shows a passing package's
+// output to no one, so the summary also goes to the terminal; with -v it is
+// shown already and goes there once only; no summary, nothing anywhere.
+func TestTellReachesTheTerminal(t *testing.T) {
+	summary := []string{"redistest: redis-server not on PATH: 3 tests skipped"}
+	for _, tc := range []struct {
+		lines    []string
+		verbose  bool
+		out, tty string
+	}{
+		{summary, false, summary[0] + "\n", summary[0] + "\n"},
+		{summary, true, summary[0] + "\n", ""},
+		{nil, false, "", ""},
+	} {
+		var out strings.Builder
+		tty := &lines{}
+		tell(tc.lines, &out, tc.verbose, func() (io.WriteCloser, error) { return tty, nil })
+		if out.String() != tc.out || tty.String() != tc.tty {
+			t.Errorf("lines %q, verbose %v: out %q, terminal %q; want %q, %q", tc.lines, tc.verbose, out.String(), tty.String(), tc.out, tc.tty)
+		}
+	}
+	var out strings.Builder
+	tell(summary, &out, false, func() (io.WriteCloser, error) { return nil, errors.New("no terminal") })
+	if out.String() != summary[0]+"\n" {
+		t.Errorf("with no terminal: out %q", out.String())
 	}
 }
