@@ -79,13 +79,13 @@ func TestOverrideEnvoy(t *testing.T) {
 		}
 	}
 
-	// A descriptor's own limit of 1 a minute: the operator's override of
+	// A descriptor's own limit of 1 an hour: the operator's override of
 	// this client wins; a client without one gets Envoy's.
 	withLimit := func(value string) *rlsv3.RateLimitResponse {
 		t.Helper()
 		req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
 			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: value}},
-			Limit:   &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: 2}, // MINUTE
+			Limit:   &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: 3}, // HOUR
 		}}}
 		resp, err := c.ShouldRateLimit(context.Background(), req)
 		if err != nil {
@@ -104,7 +104,7 @@ func TestOverrideEnvoy(t *testing.T) {
 		t.Fatalf("first call of a client without an override: %v", resp)
 	}
 	if resp := withLimit(plain); resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT {
-		t.Fatalf("second call under Envoy's 1 a minute: %v", resp)
+		t.Fatalf("second call under Envoy's 1 an hour: %v", resp)
 	}
 }
 
