@@ -20,6 +20,8 @@ const (
 	resubscribeMin = 100 * time.Millisecond
 	resubscribeMax = 10 * time.Second
 	checkEvery     = 30 * time.Second
+	// retryRead is how soon a read that failed is tried again.
+	retryRead = time.Second
 )
 
 // Run keeps the Store current until ctx ends: it subscribes to the
@@ -28,7 +30,8 @@ const (
 // instance starts with what Redis holds — applies each announcement as it
 // arrives, and every 30 s (or on Refresh) re-reads the hashes whose version
 // differs from what it holds. While Redis is unreachable the Store keeps
-// what it last read.
+// what it last read. An outage logs one line when it starts and one when it
+// ends, never one per attempt.
 func (s *Store) Run(ctx context.Context) {
 	wait := resubscribeMin
 	for {
@@ -39,7 +42,12 @@ func (s *Store) Run(ctx context.Context) {
 		if up {
 			wait = resubscribeMin
 		}
-		s.deps.Log.Warn("lost the overrides' announcements; resubscribing", "in", wait.String(), "err", err)
+		if up || !s.down {
+			s.down = true
+			s.deps.Log.Warn("lost the overrides' announcements; resubscribing until Redis answers", "err", err)
+		} else {
+			s.deps.Log.Debug("could not subscribe to the overrides' announcements", "in", wait.String(), "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -67,8 +75,7 @@ func (s *Store) follow(ctx context.Context) (up bool, err error) {
 			default:
 			}
 			if time.Since(checked) >= checkEvery {
-				s.reread(ctx, false)
-				checked = time.Now()
+				checked = s.reread(ctx, false)
 			}
 		}
 		msg, err := ps.ReceiveTimeout(ctx, followIdle)
@@ -92,8 +99,11 @@ func (s *Store) follow(ctx context.Context) (up bool, err error) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
 				// Announcements may have been missed while it was down.
-				s.reread(ctx, true)
-				up, checked = true, time.Now()
+				up, checked = true, s.reread(ctx, true)
+				if s.down {
+					s.down = false
+					s.deps.Log.Info("following the overrides' announcements again")
+				}
 			}
 		case *redis.Message:
 			if version, policy, field, value, ok := parseMessage(m.Payload); ok {
@@ -145,14 +155,18 @@ func (s *Store) applyChange(version, policy, field string, o *Override) {
 
 // reread re-reads the hashes of the policies in force: all of them (all),
 // or those whose version differs from the one held. A set held for a
-// policy no longer in force is dropped.
-func (s *Store) reread(ctx context.Context, all bool) {
+// policy no longer in force is dropped. It returns when to count the next
+// check from: now, or — when a read failed — so that it comes in
+// retryRead.
+func (s *Store) reread(ctx context.Context, all bool) (checked time.Time) {
+	retry := time.Now().Add(retryRead - checkEvery)
 	policies := s.deps.Policies()
 	versions, err := s.versions(ctx, policies)
 	if err != nil {
 		s.deps.Log.Warn("could not check the overrides in Redis; keeping those held", "err", err)
-		return
+		return retry
 	}
+	checked = time.Now()
 	for i, policy := range policies {
 		held := s.snap.Load().policies[policy]
 		switch {
@@ -164,6 +178,7 @@ func (s *Store) reread(ctx context.Context, all bool) {
 		ps, bad, err := s.readPolicy(ctx, policy)
 		if err != nil {
 			s.deps.Log.Warn("could not read the overrides of a policy; keeping those held", "policy", policy, "err", err)
+			checked = retry
 			continue
 		}
 		if bad > 0 {
@@ -184,5 +199,8 @@ func (s *Store) reread(ctx context.Context, all bool) {
 		}
 		return cur
 	})
-	s.syncs.Add(1)
+	if checked != retry {
+		s.syncs.Add(1)
+	}
+	return checked
 }

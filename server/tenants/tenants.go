@@ -111,6 +111,7 @@ type Store struct {
 	snap    atomic.Pointer[snapshot]
 	mu      sync.Mutex    // one writer of snap at a time
 	poke    chan struct{} // Refresh
+	down    bool          // Run's subscription failed and is not back: Run's alone
 	syncs   atomic.Uint64
 }
 
