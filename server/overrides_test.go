@@ -236,3 +236,24 @@ func TestOverrideDropsCachedDenials(t *testing.T) {
 		t.Fatalf("under the policy's rules again: %s; want a denial from Redis with retryAfterMs %d", r.raw, want)
 	}
 }
+
+// TestOverrideBoundsCost: a check's cost, and a settle's, is bounded by the
+// rules in force for its key: an override's smallest limit, not the
+// policy's.
+func TestOverrideBoundsCost(t *testing.T) {
+	app := startApp(t, map[string]string{"RATESCOPE_ADMIN_TOKEN": "adm"}, "--policy", "bc=2/1m")
+	key := newKey()
+	putOverride(t, app, "bc", "key", key, `{"rules":["6/1m"]}`)
+	q := url.Values{"policy": {"bc"}, "key": {key}}
+	if r := do(t, "POST", app.URL+"/api/v1/check?"+q.Encode()+"&cost=7", ""); r.status != 400 || !namesField(r, "cost") {
+		t.Fatalf("cost 7 under 6/1m: %d %s", r.status, r.raw)
+	}
+	r := do(t, "POST", app.URL+"/api/v1/check?"+q.Encode()+"&cost=3", "")
+	if r.status != 200 || num(t, r, "count") != 3 || r.body["override"] != "key" {
+		t.Fatalf("cost 3 under 6/1m: %d %s", r.status, r.raw)
+	}
+	id, _ := r.body["id"].(string)
+	if r := settleCall(t, app, "bc", key, id, 6); r.status != 200 || num(t, r, "settled") != 6 || num(t, r, "limit") != 6 {
+		t.Fatalf("settle to 6 under 6/1m: %d %s", r.status, r.raw)
+	}
+}
