@@ -93,9 +93,9 @@ func newOverrideJSON(o tenants.Override, p limiter.Policy) overrideJSON {
 	return overrideJSON{Policy: o.Policy, Key: o.Key, Prefix: o.Prefix, Rules: rulesJSON(rules), Note: o.Note, UpdatedMs: o.UpdatedMs}
 }
 
-// request is one override call's validated query: the policy, and the key
+// overrideRequest is one override call's validated query: the policy, and the key
 // or prefix it names (neither: the whole policy).
-type request struct {
+type overrideRequest struct {
 	pol *policyEntry
 	who tenants.Subject
 	p   *params
@@ -104,12 +104,12 @@ type request struct {
 // read checks the admin token, then reads the policy (required) and key or
 // prefix from the query; one is required when need is set, and at most one
 // may be given. Problems are left in r.p for the caller to add to.
-func (a overridesAPI) read(c echo.Context, need bool, more ...field) (request, error) {
+func (a overridesAPI) read(c echo.Context, need bool, more ...field) (overrideRequest, error) {
 	if err := a.auth.authorizeAdmin(c, "overrides"); err != nil {
-		return request{}, err
+		return overrideRequest{}, err
 	}
 	p := readQuery(c, append([]field{fieldPolicy, fieldKey, fieldPrefix}, more...)...)
-	r := request{p: p, pol: &policyEntry{Policy: &httplimit.Policy{}}}
+	r := overrideRequest{p: p, pol: &policyEntry{Policy: &httplimit.Policy{}}}
 	if _, ok := p.values["policy"]; ok || p.failed("policy") {
 		r.pol = p.policy(a.store.load())
 	} else {

@@ -224,9 +224,6 @@ func (s *Store) List(policy, after string, limit int) (page []Override, next str
 	return page, next
 }
 
-// Cursor is how a page's next names the override it ends at (List).
-func Cursor(o Override) string { return o.subject() }
-
 // Refresh asks Run to compare every policy's version with Redis's now
 // rather than at the next 30 s tick: after a reload that may add policies.
 func (s *Store) Refresh() {
