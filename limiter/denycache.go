@@ -346,6 +346,16 @@ func (l *Limiter) DenyCacheStats() DenyCacheStats {
 	return l.cache.stats()
 }
 
+// ForgetKey drops the local deny cache's entry of key under the named
+// policy, on this instance, whatever definition it was made under: for a
+// change of that one client's rules (an override) that other instances
+// announce. It costs one shard's lock, not a walk of the cache.
+func (l *Limiter) ForgetKey(key, policy string) {
+	if l.cache != nil {
+		l.cache.invalidate(cacheKey{key: key, policy: policy})
+	}
+}
+
 // Forget drops the local deny cache's entries of the named policies, on
 // this instance: for a configuration reload that changes or removes them.
 // (Entries made under another definition of a policy are never served

@@ -143,6 +143,12 @@ type Decision struct {
 	Locked      bool
 	LockLevel   int
 	LockUntilMs int64
+	// Override names the per-client override whose rules decided, when a
+	// caller decided under one instead of the policy's own rules: "key"
+	// (this client's own) or "prefix:<prefix>" (every key starting with
+	// it). The limiter never sets it; httplimit.Checker does, from the
+	// policy its Resolve chose, so answers and live views can say so.
+	Override string
 }
 
 // Denied reports whether the caller must refuse the request: denied and not

@@ -29,6 +29,9 @@ type adjustAPI struct {
 	redis redisCalls
 	live  *live.View
 	log   *slog.Logger
+	// resolve gives the rules in force for a key (Checker.PolicyFor): an
+	// override's bound a settle's cost and describe the window after.
+	resolve func(key string, p *httplimit.Policy) *httplimit.Policy
 }
 
 // refundJSON answers a refund: refunded is how many entries it took back
@@ -65,7 +68,8 @@ type settleJSON struct {
 type target struct {
 	key, id string
 	pol     *policyEntry
-	cost    int // a settle's
+	rules   *httplimit.Policy // pol's, or an override's for key
+	cost    int               // a settle's
 }
 
 // params reads and checks key, policy, id and, for a settle, cost, as a
@@ -82,12 +86,16 @@ func (a adjustAPI) params(c echo.Context, settle bool) (target, error) {
 		return target{}, err
 	}
 	t := target{key: p.key(), pol: p.policy(a.store.load())}
+	t.rules = t.pol.Policy
+	if !p.failed("key") && !p.failed("policy") {
+		t.rules = a.resolve(t.key, t.pol.Policy)
+	}
 	t.id = p.id()
 	if settle && !p.failed("policy") {
 		if _, ok := p.values["cost"]; !ok && !p.failed("cost") {
-			p.fail("cost", "is required: the check's true cost, from 0 to %d", t.pol.MaxCost())
+			p.fail("cost", "is required: the check's true cost, from 0 to %d", t.rules.MaxCost())
 		}
-		t.cost = p.integer("cost", 0, 0, t.pol.MaxCost())
+		t.cost = p.integer("cost", 0, 0, t.rules.MaxCost())
 	}
 	if err := p.problem(); err != nil {
 		return target{}, err
@@ -152,7 +160,7 @@ func handleRefund(a adjustAPI) echo.HandlerFunc {
 			return err
 		}
 		adj, err := a.adjust(c, live.AdjustRefund, t, func(ctx context.Context) (limiter.Adjustment, error) {
-			return a.lim.Refund(ctx, t.key, t.pol.Policy.Policy, t.id)
+			return a.lim.Refund(ctx, t.key, t.rules.Policy, t.id)
 		})
 		if err != nil {
 			return err
@@ -174,7 +182,7 @@ func handleSettle(a adjustAPI) echo.HandlerFunc {
 			return err
 		}
 		adj, err := a.adjust(c, live.AdjustSettle, t, func(ctx context.Context) (limiter.Adjustment, error) {
-			return a.lim.Settle(ctx, t.key, t.pol.Policy.Policy, t.id, t.cost)
+			return a.lim.Settle(ctx, t.key, t.rules.Policy, t.id, t.cost)
 		})
 		if err != nil {
 			return err

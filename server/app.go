@@ -11,6 +11,7 @@ import (
 	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/overview"
 	"github.com/ratescope/ratescope/server/readiness"
+	"github.com/ratescope/ratescope/server/tenants"
 )
 
 // parts are what Run builds for the HTTP routes. Only routes (routes.go)
@@ -24,6 +25,7 @@ type parts struct {
 	live     *live.View
 	overview *overview.Overview // the traffic of every policy, across instances
 	ready    *readiness.Monitor // whether Redis accepts writes: /readyz
+	tenants  *tenants.Store     // per-client overrides of the policies' rules
 	metrics  *metrics
 	log      *slog.Logger
 

@@ -61,6 +61,20 @@ func tokenEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
+// authorizeAdmin applies the admin rule to every policy, the sandbox
+// included: what, e.g. overrides, changes how every client is limited, so
+// it needs the admin token (401 without it or with a wrong one), and is
+// forbidden when none is configured (403).
+func (a authorizer) authorizeAdmin(c echo.Context, what string) error {
+	if a.adminToken == "" {
+		return newProblem(http.StatusForbidden, what+" need an admin token, and none is configured (--admin-token)")
+	}
+	if got, ok := bearer(c.Request()); ok && tokenEqual(got, a.adminToken) {
+		return nil
+	}
+	return unauthorized(what + " need Authorization: Bearer <admin token>")
+}
+
 // authorizeOverview applies the overview's rule: its top lists name clients,
 // so a non-demo policy's overview needs the admin token when one is
 // configured (401 otherwise); without one, the API token's rule applies, as

@@ -28,9 +28,15 @@ func handleCheck(store *configStore, checker *httplimit.Checker, auth authorizer
 		}
 		key := p.key()
 		pol := p.policy(set)
+		// The rules in force for this key — an override's, or the
+		// policy's — bound its cost.
+		rules := pol.Policy
+		if !p.failed("key") && !p.failed("policy") {
+			rules = checker.PolicyFor(key, pol.Policy)
+		}
 		cost := 1
 		if !p.failed("policy") {
-			cost = p.integer("cost", 1, 1, pol.MaxCost())
+			cost = p.integer("cost", 1, 1, rules.MaxCost())
 		}
 		if err := p.problem(); err != nil {
 			return err
@@ -38,7 +44,7 @@ func handleCheck(store *configStore, checker *httplimit.Checker, auth authorizer
 		if err := auth.authorize(c, pol.Name, false); err != nil {
 			return err
 		}
-		res := checker.CheckHTTP(c.Response(), c.Request(), httplimit.Target{Key: key, Policy: pol.Policy, Cost: cost})
+		res := checker.CheckHTTP(c.Response(), c.Request(), httplimit.Target{Key: key, Policy: rules, Cost: cost})
 		switch {
 		case !res.Pass:
 			return nil // answered: denied, failed closed

@@ -43,7 +43,7 @@ type metrics struct {
 
 // redisOps are the operations ratescope_redis_errors_total counts, each at
 // zero from the start.
-var redisOps = []string{"check", "window", "reset", "refund", "settle", "publish", "race", "lab"}
+var redisOps = []string{"check", "window", "reset", "refund", "settle", "publish", "race", "lab", "override"}
 
 // live is what the live view keeps.
 func (m *metrics) live() live.Metrics {

@@ -205,6 +205,7 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 413, call(t, "POST", u+"/api/v1/check", big))
 
 	describeAdjustments(t, router, app, api, big)
+	describeOverrides(t, router, app, api)
 
 	// Windows and policies.
 	must(t, router, 200, call(t, "GET", u+"/api/v1/window?key=oa1&policy=demo", ""))

@@ -68,17 +68,7 @@ func (p *params) problem() error {
 // repeated in the query is an error. Only a body over maxBody is an error by
 // itself (413); everything else is recorded per field.
 func readParams(c echo.Context, fields ...field) (*params, error) {
-	p := &params{values: make(map[string]string, len(fields))}
-	counts, err := queryFields(c.Request().URL.RawQuery, fields, p.values)
-	if err != nil {
-		p.fail("query", "the query string is malformed: %v", err)
-	}
-	for i, f := range fields {
-		if counts[i] > 1 {
-			delete(p.values, f.name)
-			p.fail(f.name, "given %d times in the query; give it once", counts[i])
-		}
-	}
+	p := readQuery(c, fields...)
 	body, err := readBody(c.Request())
 	if err != nil {
 		return nil, err
@@ -108,6 +98,23 @@ func readParams(c echo.Context, fields ...field) (*params, error) {
 		p.values[f.name] = v
 	}
 	return p, nil
+}
+
+// readQuery collects fields from the query string alone, for a request
+// whose body is something else (readParams).
+func readQuery(c echo.Context, fields ...field) *params {
+	p := &params{values: make(map[string]string, len(fields))}
+	counts, err := queryFields(c.Request().URL.RawQuery, fields, p.values)
+	if err != nil {
+		p.fail("query", "the query string is malformed: %v", err)
+	}
+	for i, f := range fields {
+		if counts[i] > 1 {
+			delete(p.values, f.name)
+			p.fail(f.name, "given %d times in the query; give it once", counts[i])
+		}
+	}
+	return p
 }
 
 // queryFields reads fields from a raw query string into values, as

@@ -19,7 +19,8 @@ func routes(e *echo.Echo, p *parts) {
 		lim: p.lim, store: p.store, auth: p.auth, labs: p.labs, recent: p.labRecent,
 		live: p.live, redis: redis, refused: p.metrics.labRefused,
 	}
-	adjust := adjustAPI{store: p.store, auth: p.auth, lim: p.lim, redis: redis, live: p.live, log: p.log}
+	adjust := adjustAPI{store: p.store, auth: p.auth, lim: p.lim, redis: redis, live: p.live, log: p.log, resolve: p.checker.PolicyFor}
+	overrides := overridesAPI{store: p.store, auth: p.auth, ten: p.tenants, redis: redis, log: p.log}
 	race := raceAPI{
 		store: p.store, lim: p.lim, naive: naive.New(p.rdb), races: p.races,
 		live: p.live, errors: p.metrics.redisErrors, log: p.log,
@@ -32,6 +33,9 @@ func routes(e *echo.Echo, p *parts) {
 	api.GET("/window", handleWindow(windows))
 	api.DELETE("/window", handleReset(windows, p.live, p.log))
 	api.GET("/policies", handlePolicies(p.store))
+	api.PUT("/overrides", handlePutOverride(overrides))
+	api.GET("/overrides", handleGetOverrides(overrides))
+	api.DELETE("/overrides", handleDeleteOverride(overrides))
 	api.POST("/race", handleRace(race))
 	api.POST("/lab/check", handleLabCheck(lab))
 	api.DELETE("/lab", handleLabReset(lab))

@@ -64,14 +64,18 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	var bg background
 	defer bg.stop() // before Redis closes
 	lim := startLimiter(ctx, &bg, cfg, rdb, m, log)
-	store.onChange = lim.Forget
+	ten := startOverrides(&bg, cfg, rdb, store, lim, m, log)
+	store.onChange = func(policies ...string) {
+		lim.Forget(policies...)
+		ten.Refresh() // a policy added may have overrides already
+	}
 
 	ln, envoy, err := listen(cfg, store, m, log)
 	if err != nil {
 		return err
 	}
 	ready := startReadiness(&bg, cfg, rdb, m, envoy, log)
-	p := assemble(cfg, rdb, lim, store, ready, m, log)
+	p := assemble(cfg, rdb, lim, ten, store, ready, m, log)
 	if envoy != nil {
 		envoy.register(p.checker, store, log)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/server/overview"
 	"github.com/ratescope/ratescope/server/readiness"
+	"github.com/ratescope/ratescope/server/tenants"
 )
 
 // What Run builds, in the order it builds it.
@@ -90,7 +91,7 @@ func startReadiness(bg *background, cfg Config, rdb redis.UniversalClient, m *me
 // assemble builds the live view, the overview and the Checker every entry
 // point decides through, with everything that observes its checks, and
 // gathers what the routes use.
-func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, store *configStore,
+func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *tenants.Store, store *configStore,
 	ready *readiness.Monitor, m *metrics, log *slog.Logger) *parts {
 	instance := uuid.NewString()[:8]
 	recent := labRecent{rdb: rdb, timeout: cfg.CheckTimeout}
@@ -128,9 +129,10 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, store
 			httplimit.Hooks{Decision: view.Decision},
 			traffic.Collector(),
 		},
+		Resolve: ten.Resolve, // every entry point decides with the overrides
 	}
 	return &parts{
-		store: store, checker: checker, lim: lim, rdb: rdb, live: view, overview: traffic, ready: ready,
+		store: store, checker: checker, lim: lim, rdb: rdb, live: view, overview: traffic, ready: ready, tenants: ten,
 		auth:    authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken, publicLab: cfg.PublicLab},
 		metrics: m, log: log,
 		instance: instance, tickInterval: cfg.TickInterval, checkTimeout: cfg.CheckTimeout,

@@ -24,6 +24,7 @@ type Policy struct {
 	header    string   // RateLimit-Policy
 	items     []string // each rule's item name, quoted
 	observers []Observer
+	override  string // Override
 }
 
 // Prepare readies p for answers. Prepare again when the policy changes.
@@ -39,6 +40,24 @@ func Prepare(p limiter.Policy, observers ...Observer) *Policy {
 	pp.header = strings.Join(fields, ", ")
 	return pp
 }
+
+// WithRules is p with other rules — one client's override of them — and
+// everything else of p's: its name (so the client keeps its window and
+// log), algorithm, shadow, lock and observers. override names the override
+// in answers (Decision.Override): "key" or "prefix:<prefix>". Its
+// RateLimit-Policy field shows the new rules. Derive it once per override
+// and policy, as Prepare is called once per policy: it is not free.
+func (p *Policy) WithRules(rules []limiter.Rule, override string) *Policy {
+	lp := p.Policy
+	lp.Rules = rules
+	pp := Prepare(lp, p.observers...)
+	pp.override = override
+	return pp
+}
+
+// Override names the override p was derived for (WithRules), or "" for a
+// policy's own rules.
+func (p *Policy) Override() string { return p.override }
 
 // ItemName names a rule in RateLimit headers and violated-policies: the
 // policy alone when it has one rule, else policy/seconds.
@@ -118,6 +137,9 @@ type DecisionBody struct {
 	// in a row, each doubling the time.
 	Locked    bool `json:"locked,omitempty"`
 	LockLevel int  `json:"lockLevel,omitempty"`
+	// Override names the per-client override that decided instead of the
+	// policy's own rules: "key" or "prefix:<prefix>" (Checker.Resolve).
+	Override string `json:"override,omitempty"`
 }
 
 // NewDecisionBody builds the answer to d.
@@ -129,7 +151,7 @@ func NewDecisionBody(d limiter.Decision) DecisionBody {
 		NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
 		Rules:  make([]RuleBody, len(d.Rules)),
 		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
-		Locked: d.Locked, LockLevel: d.LockLevel,
+		Locked: d.Locked, LockLevel: d.LockLevel, Override: d.Override,
 	}
 	if b.OldestMs >= 0 {
 		out.OldestMs = &b.OldestMs

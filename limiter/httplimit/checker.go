@@ -48,6 +48,10 @@ type Target struct {
 type Result struct {
 	// Decision is Redis's decision, when it made one (Err is nil).
 	Decision limiter.Decision
+	// Policy is what the check was decided under: the Target's policy, or
+	// the override of it that Checker.Resolve chose for the key. Its
+	// RateLimit fields are the answer's.
+	Policy *Policy
 	// Err is why there is no decision: Redis failed or was too slow (the
 	// fail mode answered), or the key or cost was invalid
 	// (limiter.ErrInvalidKey, limiter.ErrInvalidCost: the caller's mistake).
@@ -130,17 +134,41 @@ type Checker struct {
 	MaxWait   time.Duration
 	FailMode  FailMode
 	Observers []Observer
+	// Resolve, when set, gives the policy that decides key's checks in
+	// place of p: one client's own rules, or those of every key with a
+	// prefix (ratescope's overrides), made with p.WithRules so the name,
+	// algorithm, shadow, lock and observers stay p's. It returns p itself
+	// when nothing overrides it, and runs on every check: it must be quick
+	// and safe for concurrent use. The decision carries the override's name
+	// (limiter.Decision.Override). A Target whose policy is already an
+	// override's (Policy.Override) is decided as it is.
+	Resolve func(key string, p *Policy) *Policy
+}
+
+// PolicyFor is the policy that decides key's checks under p: Resolve's
+// choice, or p. A handler that must know it before the check — to bound a
+// cost by the rules in force — asks here and puts it in the Target.
+func (c *Checker) PolicyFor(key string, p *Policy) *Policy {
+	if c.Resolve == nil || p.override != "" {
+		return p
+	}
+	return c.Resolve(key, p)
 }
 
 // Check decides t. A key or cost the limiter would refuse is the caller's
 // mistake, reported in Result.Err without asking Redis or applying the fail
 // mode.
+//
+// Under an override (Resolve) the override's rules decide, the cost is
+// bounded by them, and the observers see the Target with the override's
+// policy.
 func (c *Checker) Check(ctx context.Context, t Target) Result {
-	if !t.Policy.CostFits(t.Cost) && !(t.Peek && t.Cost == 0) {
-		return Result{Err: limiter.ErrInvalidCost}
-	}
 	if err := limiter.ValidateKey(t.Key); err != nil {
-		return Result{Err: err}
+		return Result{Err: err, Policy: t.Policy}
+	}
+	t.Policy = c.PolicyFor(t.Key, t.Policy)
+	if !t.Policy.CostFits(t.Cost) && !(t.Peek && t.Cost == 0) {
+		return Result{Err: limiter.ErrInvalidCost, Policy: t.Policy}
 	}
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -162,7 +190,8 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 		d, err = c.Limiter.AllowWithin(ctx, within, t.Key, t.Policy.Policy, t.Cost)
 	}
 	took := time.Since(start)
-	res := Result{Decision: d, Err: err, Pass: err == nil && !d.Denied()}
+	d.Override = t.Policy.override // a cached denial too: the cache keys by policy name
+	res := Result{Decision: d, Err: err, Pass: err == nil && !d.Denied(), Policy: t.Policy}
 	if err != nil {
 		res.Decision, res.Pass = limiter.Decision{}, c.FailMode == FailOpen
 	}

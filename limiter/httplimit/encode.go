@@ -76,6 +76,10 @@ func (b DecisionBody) AppendMembers(dst []byte) []byte {
 	if b.LockLevel != 0 {
 		dst = appendInt(dst, `,"lockLevel":`, int64(b.LockLevel))
 	}
+	if b.Override != "" {
+		dst = append(dst, `,"override":`...)
+		dst = appendString(dst, b.Override)
+	}
 	return dst
 }
 

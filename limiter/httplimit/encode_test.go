@@ -29,6 +29,9 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 			b.Locked, b.LockLevel = true, 1+r.IntN(20)
 		}
 		if r.IntN(2) == 0 {
+			b.Override = "prefix:" + pick()
+		}
+		if r.IntN(2) == 0 {
 			v := r.Int64N(1 << 50)
 			b.OldestMs = &v
 		}

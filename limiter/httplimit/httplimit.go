@@ -176,7 +176,7 @@ func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Re
 		}
 		return res
 	}
-	SetHeaders(w.Header(), t.Policy, res.Decision)
+	SetHeaders(w.Header(), res.Policy, res.Decision)
 	if !res.Pass {
 		status := t.DenyStatus
 		if status == 0 {

@@ -122,7 +122,7 @@ func answerTime(outs []outcome) int64 {
 // compatRate is the limit a compat status reports: the file's or the
 // override's, or for a policy of ratescope's own its binding rule, unnamed.
 func compatRate(o outcome) *rlsv3.RateLimitResponse_RateLimit {
-	if o.c.file != nil {
+	if o.c.file != nil && !o.overridden() {
 		return o.c.file.rate
 	}
 	var r *rlsv3.RateLimitResponse_RateLimit

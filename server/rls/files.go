@@ -26,7 +26,11 @@ type fileLimit struct {
 // translateFiles turns a request for a domain of envoyproxy/ratelimit's
 // files into one check per descriptor, in the request's order, as
 // envoyproxy/ratelimit would decide it:
-//   - a descriptor's limit override applies whatever the files say, with
+//   - an operator's override of the limit's policy for the client key
+//     (resolve) replaces its rules, and wins over a descriptor's limit
+//     override, as in translate; the answer then describes the override's
+//     binding rule rather than the file's unit;
+//   - else a descriptor's limit override applies whatever the files say, with
 //     the override's one rule, never a shadow, named for the limit it
 //     matches or, where none does, for the domain (envoyconf.Override):
 //     never for the request's keys or values;
@@ -45,7 +49,7 @@ type fileLimit struct {
 // as in envoyproxy/ratelimit; only no descriptors at all, a request beyond
 // the bounds (checkBounds) and an override of no unit are malformed.
 func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func(string) (*httplimit.Policy, bool),
-	prepare func(limiter.Policy) *httplimit.Policy, compat bool, buf []check) ([]check, error) {
+	resolve resolver, prepare func(limiter.Policy) *httplimit.Policy, compat bool, buf []check) ([]check, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case len(ds) == 0:
@@ -64,8 +68,14 @@ func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func
 		}
 		m := set.Lookup(domain, entries)
 		var c check
+		overridden := false
+		if l := m.Limit; l != nil && !l.Unlimited && d.GetLimit() != nil {
+			if p, ok := lookup(l.Policy.Name); ok {
+				overridden = resolve.of(fileKey(domain, entries, m.Shared), p) != p
+			}
+		}
 		switch o := d.GetLimit(); {
-		case o != nil:
+		case o != nil && !overridden:
 			of := limiter.Policy{Name: domain}
 			if m.Limit != nil {
 				of = m.Limit.Policy
@@ -87,11 +97,12 @@ func translateFiles(req *rlsv3.RateLimitRequest, set *envoyconf.Set, lookup func
 				c.orphan = l.Policy.Name
 				break
 			}
-			c.policy, c.key, names[i] = p, fileKey(domain, entries, m.Shared), l.Name
+			c.key, names[i] = fileKey(domain, entries, m.Shared), l.Name
+			c.policy = resolve.of(c.key, p)
 			c.stat = Stat{Limit: l.Policy.Name, Key: m.StatKey}
 			c.file = &fileLimit{rate: &rlsv3.RateLimitResponse_RateLimit{Name: l.Name, RequestsPerUnit: l.RequestsPerUnit, Unit: l.Unit}, quota: l.Quota}
 		}
-		if m.Limit != nil && d.GetLimit() == nil {
+		if m.Limit != nil && (d.GetLimit() == nil || overridden) {
 			for _, r := range m.Limit.Replaces {
 				replaced[r] = true
 			}

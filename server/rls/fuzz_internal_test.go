@@ -45,7 +45,7 @@ func FuzzTranslate(f *testing.F) {
 			d.HitsAddend = wrapperspb.UInt64(descHits)
 		}
 		req := &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: hits, Descriptors: []*ratelimitv3.RateLimitDescriptor{d, desc("other", v1)}}
-		checks, err := translate(req, maps, lookup, prepareTest, false, nil)
+		checks, err := translate(req, maps, lookup, nil, prepareTest, false, nil)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "domain:") && !strings.HasPrefix(err.Error(), "descriptors") && !strings.HasPrefix(err.Error(), "hits_addend:") {
 				t.Fatalf("error names no field: %v", err)

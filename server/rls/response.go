@@ -53,7 +53,7 @@ func respond(outs []outcome, headers func(*httplimit.Policy, limiter.Decision) (
 				retryMs, denied = max(retryMs, o.d.RetryAfterMs), true
 			}
 		}
-		if f := o.c.file; f != nil && st.CurrentLimit != nil {
+		if f := o.c.file; f != nil && st.CurrentLimit != nil && !o.overridden() {
 			st.CurrentLimit.RequestsPerUnit, st.CurrentLimit.Unit = f.rate.RequestsPerUnit, f.rate.Unit
 		}
 		resp.Statuses[i] = st

@@ -110,9 +110,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	var err error
 	compat := s.deps.Compat != nil
 	if set := s.deps.Files(); set != nil && set.Has(req.GetDomain()) {
-		checks, err = translateFiles(req, set, s.deps.Policy, s.deps.Prepare, compat, w.checks)
+		checks, err = translateFiles(req, set, s.deps.Policy, s.deps.Checker.PolicyFor, s.deps.Prepare, compat, w.checks)
 	} else {
-		checks, err = translate(req, s.deps.Mappings(), s.deps.Policy, s.deps.Prepare, compat, w.checks)
+		checks, err = translate(req, s.deps.Mappings(), s.deps.Policy, s.deps.Checker.PolicyFor, s.deps.Prepare, compat, w.checks)
 	}
 	w.checks = checks
 	if err != nil {
@@ -194,6 +194,11 @@ type outcome struct {
 	never      bool
 }
 
+// overridden reports an outcome decided under an operator's override of
+// its policy (httplimit.Policy.Override): the answer describes the
+// override's rules, not a file's limit.
+func (o outcome) overridden() bool { return o.p != nil && o.p.Override() != "" }
+
 // decide runs the mapped checks, concurrently when there are several (the
 // limiter pipelines concurrent calls into one round trip), into buf's
 // memory. A panic in one of them is raised again here, on the handler's
@@ -244,5 +249,5 @@ func (s *Service) allow(ctx context.Context, c check) outcome {
 	if res.Err != nil {
 		return outcome{c: c, err: res.Err, failedOpen: res.FailedOpen()}
 	}
-	return outcome{c: c, decided: true, p: c.policy, d: res.Decision}
+	return outcome{c: c, decided: true, p: res.Policy, d: res.Decision}
 }

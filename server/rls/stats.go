@@ -37,6 +37,9 @@ func hitsOfOutcome(o outcome, ratio float64) Hits {
 		return h
 	}
 	limit := uint64(o.c.file.rate.GetRequestsPerUnit())
+	if o.overridden() {
+		limit = uint64(max(0, o.d.Bound().Limit))
+	}
 	count := uint64(max(0, o.d.Bound().Count))
 	recorded := hits > 0 && (o.d.Allowed || o.p.CountDenied)
 	before, after := count, count+hits

@@ -56,15 +56,19 @@ func (c check) asks() bool { return c.mapped() && !c.never }
 //     hits_addend when set, where 0 is a peek, else the request's, where 0
 //     means 1; a cost the policy can never take is never, not an error —
 //     Envoy lets a failed call's request through;
-//   - a descriptor's limit override replaces the policy's rules with its
-//     one rule (envoyconf.Override), as envoyproxy/ratelimit honours it,
+//   - an operator's override of the policy for the client key (resolve:
+//     the Checker's Resolve) replaces its rules, and wins over the
+//     descriptor's own limit: Envoy's limit is one route's setting for every
+//     client, the override was set at run time for this one;
+//   - else a descriptor's limit override replaces the policy's rules with
+//     its one rule (envoyconf.Override), as envoyproxy/ratelimit honours it,
 //     under the policy's name (and its window's, when it is not the
 //     policy's one window): never a name of the request's;
 //   - a descriptor with a value over MaxValueLen is never: OVER_LIMIT;
 //   - is_negative_hits is refused: a log records requests and cannot take
 //     them back.
 func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) (*httplimit.Policy, bool),
-	prepare func(limiter.Policy) *httplimit.Policy, compat bool, buf []check) ([]check, error) {
+	resolve resolver, prepare func(limiter.Policy) *httplimit.Policy, compat bool, buf []check) ([]check, error) {
 	domain := req.GetDomain()
 	ds := req.GetDescriptors()
 	switch {
@@ -105,7 +109,9 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 			continue
 		}
 		c := check{key: clientKey(values), policy: p}
-		if o := d.GetLimit(); o != nil {
+		if rp := resolve.of(c.key, p); rp != p {
+			c.policy = rp
+		} else if o := d.GetLimit(); o != nil {
 			unit := envoyconf.Unit(o.GetUnit())
 			op, ok := envoyconf.Override(p.Policy, p.Policy, o.GetRequestsPerUnit(), unit)
 			if !ok {
@@ -119,6 +125,17 @@ func translate(req *rlsv3.RateLimitRequest, maps []Mapping, lookup func(string) 
 		out[i] = c
 	}
 	return out, nil
+}
+
+// resolver gives the policy in force for a client key: an operator's
+// override of p, or p (httplimit.Checker.PolicyFor); nil: p always.
+type resolver func(key string, p *httplimit.Policy) *httplimit.Policy
+
+func (r resolver) of(key string, p *httplimit.Policy) *httplimit.Policy {
+	if r == nil {
+		return p
+	}
+	return r(key, p)
 }
 
 // policyFor finds the policy of the first mapping in domain whose keys are

@@ -75,7 +75,7 @@ func TestTranslate(t *testing.T) {
 		{Entries: desc("a", "x").Entries, HitsAddend: wrapperspb.UInt64(0)},
 		{Entries: desc("a", "x").Entries, HitsAddend: wrapperspb.UInt64(7)},
 	}}
-	got, err := translate(req, maps, lookup, prepareTest, false, nil)
+	got, err := translate(req, maps, lookup, nil, prepareTest, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestTranslate(t *testing.T) {
 		}
 	}
 	req.Domain = "mesh"
-	if got, _ := translate(req, maps, lookup, prepareTest, false, nil); got[0].policy.Name != "two" || got[1].mapped() {
+	if got, _ := translate(req, maps, lookup, nil, prepareTest, false, nil); got[0].policy.Name != "two" || got[1].mapped() {
 		t.Errorf("domain mesh: %+v", got)
 	}
 }
