@@ -4,6 +4,8 @@
 // the page (through the server) read it here.
 package redisdata
 
+import "strconv"
+
 // MaxEvict bounds how many expired entries one check removes from a log, so
 // no call blocks Redis for long however large a log grew; counting never
 // relies on eviction.
@@ -30,6 +32,15 @@ func StateKey(key, policy, algorithm string) string {
 // rate_limit:{<key>}:<policy>:lock, a hash of the lock's end and level.
 func LockKey(key, policy string) string {
 	return LogKey(key, policy) + ":lock"
+}
+
+// QuotaKey is where the counter of key's calendar quota of period ("day",
+// "week" or "month") under policy lives for the period starting at startMs
+// (epoch ms): rate_limit:{<key>}:<policy>:q:<period>:<startMs>, one string
+// key per period, expiring after it. The period is named because a day, a
+// week and a month may start at the same instant.
+func QuotaKey(key, policy, period string, startMs int64) string {
+	return LogKey(key, policy) + ":q:" + period + ":" + strconv.FormatInt(startMs, 10)
 }
 
 // The placeholders of KeyFormat and StateKeyFormat: characters no client
