@@ -31,6 +31,7 @@ func routes(e *echo.Echo, p *parts) {
 	api.POST("/settle", handleSettle(adjust))
 	api.GET("/window", handleWindow(windows))
 	api.DELETE("/window", handleReset(windows, p.live, p.log))
+	api.GET("/usage", handleUsage(windows))
 	api.GET("/policies", handlePolicies(p.store))
 	api.POST("/race", handleRace(race))
 	api.POST("/lab/check", handleLabCheck(lab))
