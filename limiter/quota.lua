@@ -2,7 +2,7 @@
 -- every decision script shares; prepended to it after lock.lua.
 --
 -- KEYS after the lock's (when the policy locks), three per quota rule: the
---          counters rate_limit:{<key>}:<policy>:q:<period>:<start ms> of
+--          counters rate_limit:{<key>}:<policy>:q<d|w|m>:<start ms> of
 --          the period before the server's now, of the one holding it and
 --          of the one after
 -- ARGV     before the lock's base, five per quota rule: its limit, then

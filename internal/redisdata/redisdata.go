@@ -36,11 +36,13 @@ func LockKey(key, policy string) string {
 
 // QuotaKey is where the counter of key's calendar quota of period ("day",
 // "week" or "month") under policy lives for the period starting at startMs
-// (epoch ms): rate_limit:{<key>}:<policy>:q:<period>:<startMs>, one string
-// key per period, expiring after it. The period is named because a day, a
-// week and a month may start at the same instant.
+// (epoch ms): rate_limit:{<key>}:<policy>:q<d|w|m>:<startMs>, e.g.
+// rate_limit:{user:42}:api:qm:1796083200000 — one string key per period,
+// expiring after it. The period's initial is there because a day, a week
+// and a month may start at the same instant; one letter, because a short
+// name keeps a client's month in the smaller of Redis's allocations.
 func QuotaKey(key, policy, period string, startMs int64) string {
-	return LogKey(key, policy) + ":q:" + period + ":" + strconv.FormatInt(startMs, 10)
+	return LogKey(key, policy) + ":q" + period[:1] + ":" + strconv.FormatInt(startMs, 10)
 }
 
 // The placeholders of KeyFormat and StateKeyFormat: characters no client
