@@ -1,11 +1,13 @@
 package limiter_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -76,6 +78,23 @@ func TestQuotaPolicy(t *testing.T) {
 	}
 	if _, err := (limiter.Policy{Name: "x", Timezone: "Nowhere/Else"}).Location(); err == nil {
 		t.Fatal("a hand-built policy's bad zone: no error")
+	}
+}
+
+// TestQuotaPolicyBuiltByHand: a Policy built in Go with a zone or a period
+// no parse would accept is an error of the check, never a guess.
+func TestQuotaPolicyBuiltByHand(t *testing.T) {
+	lim := limiter.New(newClient(t, redistest.URL(t)), limiter.WithDenyCache(0))
+	for _, p := range []limiter.Policy{
+		{Name: "x", Rules: []limiter.Rule{{Limit: 5, Period: limiter.Day}}, Timezone: "Nowhere/Else"},
+		{Name: "y", Rules: []limiter.Rule{{Limit: 5, Period: "year"}}},
+	} {
+		if d, err := lim.Allow(context.Background(), "k", p, 1); err == nil {
+			t.Errorf("%+v: %+v, want an error", p, d)
+		}
+		if _, err := lim.Window(context.Background(), "k", p); err == nil {
+			t.Errorf("%+v: a window, want an error", p)
+		}
 	}
 }
 

@@ -68,6 +68,9 @@ func (l *Limiter) quotaCall(key string, p Policy) (quotaCall, error) {
 		if r.Period == "" {
 			continue
 		}
+		if r.Period.order() < 0 { // a Policy built by hand; ParsePolicy refuses it
+			return quotaCall{}, fmt.Errorf("failed to place policy %q's quotas: period %q is not day, week or month", p.Name, r.Period)
+		}
 		s := r.Period.starts(now, loc)
 		q.args = append(q.args, r.Limit)
 		for i, t := range s {
