@@ -6,6 +6,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	// The IANA time zones, inside the binary: a policy's +tz=Europe/Berlin
+	// must load in a distroless image, which has no /usr/share/zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/ratescope/ratescope/server"
 )

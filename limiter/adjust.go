@@ -19,8 +19,8 @@ var (
 	refundSrc string
 	//go:embed settle.lua
 	settleSrc    string
-	refundScript = newScript(adjustSrc + refundSrc)
-	settleScript = newScript(adjustSrc + settleSrc)
+	refundScript = newScript(lockSrc + quotaSrc + adjustSrc + refundSrc)
+	settleScript = newScript(lockSrc + quotaSrc + adjustSrc + settleSrc)
 )
 
 // ErrNotLog is returned by Refund and Settle for a policy of another
@@ -68,7 +68,9 @@ type Adjustment struct {
 	// NowMs is Redis's clock when the script ran.
 	NowMs int64
 	// Rules holds each rule's state after: Count, Remaining, OldestMs,
-	// ResetMs (Count may exceed Limit after a settle to more).
+	// ResetMs (Count may exceed Limit after a settle to more). A quota
+	// rule's counter is as the check left it: refunds and settles change
+	// the log's entries, and a quota counts every allowed check.
 	Rules []RuleState
 	// Binding indexes the rule with the least remaining (tie: the shorter
 	// window), as for an allowed check.
@@ -110,13 +112,22 @@ func (l *Limiter) adjust(ctx context.Context, s *redis.Script, key string, p Pol
 	if err := ValidateID(id); err != nil {
 		return Adjustment{}, err
 	}
-	args := make([]any, 0, 4+2*len(p.Rules))
+	q, err := l.quotaCall(key, p)
+	if err != nil {
+		return Adjustment{}, err
+	}
+	args := make([]any, 0, 4+2*len(p.Rules)+len(q.args))
 	args = append(args, id, l.resets, p.Name+" "+key, cost)
 	for _, r := range p.Rules {
-		args = append(args, r.Limit, r.WindowMs())
+		if r.Period == "" {
+			args = append(args, r.Limit, r.WindowMs())
+		}
 	}
-	res, err := l.eval(ctx, 0, s, []string{redisdata.LogKey(key, p.Name)}, args)
-	if err == nil && len(res) != 3+2*len(p.Rules) {
+	keys := append([]string{redisdata.LogKey(key, p.Name)}, q.keys...)
+	args = append(args, q.args...)
+	nw := windowRules(p)
+	res, err := l.eval(ctx, 0, s, keys, args)
+	if err == nil && len(res) != 3+2*nw+quotaValues*(len(p.Rules)-nw) {
 		err = fmt.Errorf("%d values", len(res))
 	}
 	if err != nil {
@@ -127,13 +138,22 @@ func (l *Limiter) adjust(ctx context.Context, s *redis.Script, key string, p Pol
 		// This instance at once; the others as the script's announcement arrives.
 		l.cache.invalidate(cacheKey{key: key, policy: p.Name})
 	}
+	at := 3 // the next window rule's place in the reply
 	for i, r := range p.Rules {
-		count, oldest := int(res[3+2*i]), res[4+2*i]
+		if r.Period != "" {
+			continue
+		}
+		count, oldest := int(res[at]), res[at+1]
+		at += 2
 		st := RuleState{Limit: r.Limit, WindowMs: r.WindowMs(), Count: count, Remaining: max(0, r.Limit-count), OldestMs: oldest}
 		if oldest >= 0 {
 			st.ResetMs = max(0, oldest+st.WindowMs-a.NowMs)
 		}
 		a.Rules[i] = st
+	}
+	fillQuotas(a.Rules, nil, p, a.NowMs, res[at:], 0, false)
+	for i := range a.Rules {
+		a.Rules[i].RetryMs = 0
 	}
 	a.Binding = binding(Decision{Allowed: true, Rules: a.Rules})
 	return a, nil

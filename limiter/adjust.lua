@@ -9,8 +9,12 @@
 -- ARGV[4]  refund: unused (0); settle: the cost to settle at (0 … the policy's
 --          largest cost)
 -- ARGV[5…] the rules as pairs: limit, windowMs
+-- the KEYS after, ARGV after the rules: quotas (quota.lua, prepended after
+--          lock.lua, whose lock this script never takes); a refund or a
+--          settle reads them and leaves their counters as they are
 --
--- Returns {was, now, nowMs, then per rule: count, oldestMs}
+-- Returns {was, now, nowMs, then per rule: count, oldestMs, then per quota:
+-- count, start, end, retryMs, retry1Ms (quotaReport)}
 --   was       the check's entries found in the log (inside the longest window)
 --   now       its entries after
 --   count     entries inside the rule's window after, oldestMs the oldest
@@ -19,7 +23,7 @@
 local key, id = KEYS[1], ARGV[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local nrules = (#ARGV - 4) / 2
+local nrules = (nargs - 4) / 2
 local longest = 0
 for i = 1, nrules do
   local w = tonumber(ARGV[4 + 2 * i])
@@ -75,6 +79,10 @@ local function reply(was, after)
     end
     out[#out + 1] = count
     out[#out + 1] = oldest
+  end
+  if nquotas > 0 then
+    quotaAssess(now, 0)
+    quotaReport(out)
   end
   return out
 end

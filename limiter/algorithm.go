@@ -125,11 +125,12 @@ type algorithm interface {
 	// bound but ctx's) from when the call is sent.
 	allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error)
 	// prepare builds the script call that allow sends, so several can share
-	// one round trip (AllowEach).
-	prepare(key string, p Policy, cost int, peek bool) prepared
+	// one round trip (AllowEach); q is what p's quotas add to it.
+	prepare(key string, p Policy, cost int, peek bool, q quotaCall) prepared
 	// look builds the script call that describes the state of a valid key
-	// without consuming anything, so many can share one round trip (Windows).
-	look(key string, p Policy) lookup
+	// without consuming anything, so many can share one round trip
+	// (Windows); q is what p's quotas add to it.
+	look(key string, p Policy, q quotaCall) lookup
 	// countsDenied reports that it can count denied requests too
 	// (Policy.CountDenied).
 	countsDenied() bool
@@ -152,7 +153,8 @@ func stateKey(key string, p Policy) string {
 // allStateKeys are the keys of every algorithm for key under policy, and its
 // lock: a reset clears them all — the lock and its history too — so a
 // policy whose algorithm was changed by a reload cannot find stale state if
-// it is changed back.
+// it is changed back. (Its quotas' counters are named by their periods:
+// Limiter.quotaKeys.)
 func allStateKeys(key, policy string) []string {
 	keys := make([]string, 0, len(registry)+1)
 	for _, d := range Algorithms() {
@@ -161,11 +163,11 @@ func allStateKeys(key, policy string) []string {
 	return append(keys, redisdata.LockKey(key, policy))
 }
 
-// lookup is one window's read: a single-key script call and how to turn its
-// reply into the Window.
+// lookup is one window's read: a script call (the state's key first, then
+// its quotas' counters) and how to turn its reply into the Window.
 type lookup struct {
 	script *redis.Script
-	key    string
+	keys   []string
 	args   []any
 	read   func(reply any) (Window, error)
 }
@@ -174,7 +176,7 @@ type lookup struct {
 // reply into a Decision (and, when denied, each rule's wait for cost 1).
 type prepared struct {
 	script *redis.Script
-	keys   []string // the state's key first; then the lock's, when the policy locks
+	keys   []string // the state's key first; then the lock's, when the policy locks, and the quotas' (withExtras)
 	args   []any
 	decide func(res []int64) (Decision, []int64, error)
 }

@@ -7,8 +7,10 @@
 -- ARGV[3]  maxEvict: the most expired entries one call removes
 -- ARGV[4…] the rules as pairs: limit, windowMs (the longest window first or not: any order)
 -- KEYS[2], the last ARGV: a lock (lock.lua, prepended)
+-- the KEYS after, ARGV before the lock's: quotas (quota.lua, prepended)
 --
 -- Returns {allowed, nowMs, then per rule: count, oldestMs, retryMs, retry1Ms,
+-- then per quota: count, start, end, retryMs, retry1Ms (quotaReport),
 -- then, when the policy locks: lock state, level, until (lockDecide)}
 --   count     entries inside the rule's window before this request
 --   oldestMs  oldest score inside the rule's window before this request, -1 when empty
@@ -49,7 +51,8 @@ local cutoff = now - longest
 -- cheaper: every entry read is a member and a score formatted for Lua.)
 -- Eviction is bounded so no call blocks Redis for long; counting never
 -- relies on it.
-local oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]) -- nil: empty
+local oldest = nil -- nil: empty, or a policy of quotas alone, which keeps no log
+if nrules > 0 then oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]) end
 local total, stale = 0, 0 -- stale: expired entries left beyond maxEvict
 if oldest then
   total = redis.call('ZCARD', key)
@@ -110,10 +113,14 @@ for i = 1, nrules do
   out[#out + 1] = retry1
 end
 
+if nquotas > 0 and quotaAssess(now, cost) == 0 then allowed = 0 end
+
 local lockState, lockLevel, lockUntil
 allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, member ~= '')
 
-if allowed == 1 and member ~= '' then
+if allowed == 1 and member ~= '' and nquotas > 0 then quotaConsume(cost) end
+-- A policy of quotas alone keeps no log.
+if allowed == 1 and member ~= '' and nrules > 0 then
   -- ZADD in chunks: unpack() takes a few thousand values at most.
   local score = tostring(now)
   local args = {}
@@ -132,6 +139,7 @@ if allowed == 1 and member ~= '' then
   redis.call('PEXPIRE', key, longestArg)
 end
 out[1] = allowed
+quotaReport(out)
 if lockKey then
   out[#out + 1] = lockState
   out[#out + 1] = lockLevel

@@ -47,7 +47,9 @@ func WithDenyCache(size int) Option {
 // Why that is exact: while any rule of a policy has no room for cost 1, every
 // request on that (key, policy) is denied, so nothing is written and every
 // rule's retry deadline stays where Redis put it (entries only slide out; a
-// fixed or counter window only rolls on; a TAT or a bucket only drips). Only
+// fixed or counter window only rolls on; a TAT or a bucket only drips; a
+// full quota stays full until its period ends, and no entry sliding out
+// frees it earlier). Only
 // a reset or a different definition of the policy can change that: resets
 // arrive through Run's subscription, and entries are keyed by the policy's
 // name and matched against its whole definition.
@@ -81,6 +83,7 @@ type denyEntry struct {
 	rules     []Rule
 	algorithm Algorithm
 	shadow    bool
+	timezone  string // where its quotas' periods end
 	// sentNs is when the denied check was sent and recvNs when its answer
 	// was received, on the cache's clock: the entry expires counted from the
 	// first, and what it reports counts from the second.
@@ -197,7 +200,7 @@ func (c *denyCache) store(t ticket, k cacheKey, p Policy, d Decision, retry1 []i
 	}
 	d.Rules = slices.Clone(d.Rules)
 	e := &denyEntry{
-		k: k, rules: slices.Clone(p.Rules), algorithm: p.AlgorithmName(), shadow: p.Shadow,
+		k: k, rules: slices.Clone(p.Rules), algorithm: p.AlgorithmName(), shadow: p.Shadow, timezone: p.Timezone,
 		sentNs: sentNs, recvNs: recvNs, retry1: retry1, until1: until1, d: d,
 	}
 	s.m[k] = e
@@ -272,7 +275,7 @@ func (c *denyCache) stats() DenyCacheStats {
 }
 
 func (e *denyEntry) sameDefinition(p Policy) bool {
-	return e.algorithm == p.AlgorithmName() && e.shadow == p.Shadow && slices.Equal(e.rules, p.Rules)
+	return e.algorithm == p.AlgorithmName() && e.shadow == p.Shadow && e.timezone == p.Timezone && slices.Equal(e.rules, p.Rules)
 }
 
 // answer is the entry's denial for a request of cost, elapsed ms after the

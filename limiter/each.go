@@ -32,7 +32,11 @@ func (l *Limiter) AllowEach(ctx context.Context, key string, ps []Policy, cost i
 		if !p.CostFits(cost) {
 			return nil, ErrInvalidCost
 		}
-		calls[i] = algorithmOf(p).prepare(key, p, cost, false)
+		q, err := l.quotaCall(key, p)
+		if err != nil {
+			return nil, err
+		}
+		calls[i] = algorithmOf(p).prepare(key, p, cost, false, q)
 		if seen[calls[i].keys[0]] {
 			return nil, ErrSharedKeys
 		}

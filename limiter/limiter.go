@@ -46,6 +46,9 @@ type Limiter struct {
 	replicas int
 	// running is set while Run follows resets.
 	running atomic.Bool
+	// cal is the clock quota periods are computed around: the machine's,
+	// unless a test shifts it.
+	cal calendar
 }
 
 // New returns a Limiter over rdb. Concurrent checks are batched into
@@ -163,9 +166,24 @@ func (d Decision) WouldDeny() bool { return !d.Allowed && d.Shadow }
 // Count and Remaining read alike for every algorithm: Count is what the rule
 // counts as used, Remaining = max(0, Limit - Count) is how many requests of
 // cost 1 would still be allowed now.
+//
+// A quota rule (Period set) has no window: WindowMs is 0, PeriodMs is the
+// length of the period holding now (a day of 23, 24 or 25 hours, a month of
+// its days), Count is its counter (with this request's cost when it was
+// recorded), OldestMs -1, ResetMs the time to the period's end whatever the
+// count, and RetryMs, when violated, the time to the next period's start.
+//
+// Example: api=10/1s,1000/day, the 1,000th request of the day allowed at
+// 18:00 UTC: Rules[1] is {Limit 1000, Period "day", PeriodMs 86400000,
+// Count 1000, Remaining 0, ResetMs 21600000}; the next one is denied with
+// RetryMs (and RetryAfterMs) 21600000 minus the time between them.
 type RuleState struct {
 	Limit    int
 	WindowMs int64
+	// Period names a quota rule's period (Day, Week, Month); "" for a
+	// window. PeriodMs is the length of its period holding now.
+	Period   Period
+	PeriodMs int64
 	// Count, including this request's cost when it was allowed: for the log
 	// the entries inside the window; for fixed the current window's count;
 	// for counter the weighted estimate rounded up; for gcra and bucket the
@@ -179,7 +197,8 @@ type RuleState struct {
 	// the oldest entry slides out; for fixed, until the current window ends;
 	// for counter, until the weighted estimate is back to 0; for gcra, until
 	// the TAT is now (the whole burst is back); for bucket, until the bucket
-	// is full. It is 0 when the rule has full room.
+	// is full. It is 0 when the rule has full room — but for a quota, whose
+	// count starts again at its period's end: until then, always.
 	ResetMs int64
 	// Violated reports that this rule had no room for the request.
 	Violated bool
@@ -294,12 +313,15 @@ func binding(d Decision) int {
 			if s.Violated && (!b.Violated || s.RetryMs > b.RetryMs) {
 				best = i
 			}
-		case s.Remaining < b.Remaining || (s.Remaining == b.Remaining && s.WindowMs < b.WindowMs):
+		case s.Remaining < b.Remaining || (s.Remaining == b.Remaining && s.spanMs() < b.spanMs()):
 			best = i
 		}
 	}
 	return best
 }
+
+// spanMs is what a rule counts over now: its window, or its period.
+func (r RuleState) spanMs() int64 { return max(r.WindowMs, r.PeriodMs) }
 
 // Entry is one recorded request in a log.
 type Entry struct {

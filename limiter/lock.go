@@ -1,12 +1,10 @@
 package limiter
 
-import "github.com/ratescope/ratescope/internal/redisdata"
-
 // The lockout (Policy.Lock) is decided by every decision script, in the
 // same run as the check (lock.lua): a policy that locks passes the lock's
-// key after its state's and the base time in ms after its arguments, and
-// gets back lockValues more numbers: the lock's state (0 none, 1 it held,
-// 2 this denial made it), level and end.
+// key after its state's and the base time in ms after its arguments
+// (withExtras), and gets back lockValues more numbers: the lock's state (0
+// none, 1 it held, 2 this denial made it), level and end.
 
 // lockValues is how many numbers a decision script adds for p's lock.
 func lockValues(p Policy) int {
@@ -14,15 +12,6 @@ func lockValues(p Policy) int {
 		return 3
 	}
 	return 0
-}
-
-// withLock adds p's lock, if it locks, to a decision script's keys and
-// arguments.
-func withLock(keys []string, args []any, key string, p Policy) ([]string, []any) {
-	if p.Lock <= 0 {
-		return keys, args
-	}
-	return append(keys, redisdata.LockKey(key, p.Name)), append(args, p.Lock.Milliseconds())
 }
 
 // applyLock reads the lock a decision script reported (v: state, level,

@@ -2,9 +2,10 @@
 --
 -- KEYS[2]  only when the policy locks (Policy.Lock): the hash
 --          rate_limit:{<key>}:<policy>:lock of the key's lock, fields
---          until (epoch ms) and level; the last ARGV is then the lock's
---          base time in ms, and the script's own arguments are the ones
---          before it (nargs).
+--          until (epoch ms) and level, known by that name (quota counters,
+--          quota.lua, may follow it or take its place); the last ARGV is
+--          then the lock's base time in ms, and the script's own arguments
+--          are the ones before it (nargs).
 --
 -- A lock is decided in the same run as the check, so every instance agrees
 -- and it costs no round trip: while one holds, every request is denied and
@@ -14,6 +15,7 @@
 -- the next lock knows the last.
 
 local lockKey = KEYS[2]
+if lockKey and string.sub(lockKey, -5) ~= ':lock' then lockKey = nil end
 local lockBase = 0
 local nargs = #ARGV
 if lockKey then

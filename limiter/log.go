@@ -17,11 +17,11 @@ var (
 	lockSrc string
 	//go:embed check.lua
 	checkSrc    string
-	checkScript = newScript(lockSrc + checkSrc)
+	checkScript = newScript(lockSrc + quotaSrc + checkSrc)
 
 	//go:embed window.lua
 	windowSrc    string
-	windowScript = newScript(windowSrc)
+	windowScript = newScript(lockSrc + quotaSrc + windowSrc)
 )
 
 // Log is the sliding-window log (SPEC §2): one sorted-set entry per allowed
@@ -41,7 +41,7 @@ func init() {
 		MaxCost:    MaxLogCost,
 		Entries:    true,
 	}, logAlgorithm{})
-	redisdata.CheckScript = lockSrc + checkSrc
+	redisdata.CheckScript = lockSrc + quotaSrc + checkSrc
 }
 
 // logAlgorithm is the sliding-window log: one sorted set per client and
@@ -51,7 +51,11 @@ type logAlgorithm struct{}
 func (logAlgorithm) countsDenied() bool { return false }
 
 func (a logAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
-	c := a.prepare(key, p, cost, peek)
+	q, err := l.quotaCall(key, p)
+	if err != nil {
+		return Decision{}, nil, err
+	}
+	c := a.prepare(key, p, cost, peek, q)
 	res, err := l.eval(ctx, roundTrip, c.script, c.keys, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
@@ -59,27 +63,30 @@ func (a logAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Dura
 	return c.decide(res)
 }
 
-func (logAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepared {
+func (logAlgorithm) prepare(key string, p Policy, cost int, peek bool, q quotaCall) prepared {
 	member := "" // a peek records nothing
 	if !peek {
 		member = uuid.NewString()
 	}
-	args := make([]any, 0, 3+2*len(p.Rules))
+	args := make([]any, 0, 3+2*len(p.Rules)+len(q.args)+1)
 	args = append(args, cost, member, redisdata.MaxEvict)
 	for _, r := range p.Rules {
-		args = append(args, r.Limit, r.WindowMs())
+		if r.Period == "" {
+			args = append(args, r.Limit, r.WindowMs())
+		}
 	}
-	keys, args := withLock([]string{redisdata.LogKey(key, p.Name)}, args, key, p)
+	keys, args := withExtras([]string{redisdata.LogKey(key, p.Name)}, args, key, p, q)
+	nw, nq := windowRules(p), quotaRules(p)
 	return prepared{
 		script: checkScript,
 		keys:   keys,
 		args:   args,
 		decide: func(res []int64) (Decision, []int64, error) {
-			if len(res) != 2+logValues*len(p.Rules)+lockValues(p) {
+			if len(res) != 2+logValues*nw+quotaValues*nq+lockValues(p) {
 				return Decision{}, nil, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
 			}
 			d, retry1 := decideLog(key, p, cost, member, res)
-			applyLock(&d, retry1, res[2+logValues*len(p.Rules):])
+			applyLock(&d, retry1, res[2+logValues*nw+quotaValues*nq:])
 			return d, retry1, nil
 		},
 	}
@@ -111,8 +118,13 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 	case !d.Allowed:
 		retry1 = make([]int64, len(p.Rules))
 	}
+	w := 0 // the window rules' place in the reply
 	for i, r := range p.Rules {
-		v := res[2+logValues*i:]
+		if r.Period != "" {
+			continue
+		}
+		v := res[2+logValues*w:]
+		w++
 		count, oldest, retry := int(v[0]), v[1], v[2]
 		if retry1 != nil {
 			retry1[i] = v[3]
@@ -136,27 +148,41 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 			s.ResetMs = max(0, oldest+s.WindowMs-d.NowMs)
 		}
 		d.Rules[i] = s
-		d.RetryAfterMs = max(d.RetryAfterMs, retry)
+	}
+	added := 0
+	if recorded {
+		added = cost
+	}
+	fillQuotas(d.Rules, retry1, p, d.NowMs, res[2+logValues*w:], added, !d.Allowed)
+	for _, s := range d.Rules {
+		d.RetryAfterMs = max(d.RetryAfterMs, s.RetryMs)
 	}
 	d.Binding = binding(d)
 	return d, retry1
 }
 
-func (logAlgorithm) look(key string, p Policy) lookup {
-	args := make([]any, 0, 1+len(p.Rules))
+func (logAlgorithm) look(key string, p Policy, q quotaCall) lookup {
+	args := make([]any, 0, 1+len(p.Rules)+len(q.args))
 	args = append(args, MaxSnapshot)
 	for _, r := range p.Rules {
-		args = append(args, r.WindowMs())
+		if r.Period == "" {
+			args = append(args, r.WindowMs())
+		}
 	}
-	return lookup{script: windowScript, key: redisdata.LogKey(key, p.Name), args: args, read: func(reply any) (Window, error) {
+	keys := append([]string{redisdata.LogKey(key, p.Name)}, q.keys...)
+	args = append(args, q.args...)
+	nw, nq := windowRules(p), quotaRules(p)
+	return lookup{script: windowScript, keys: keys, args: args, read: func(reply any) (Window, error) {
 		raw, ok := reply.([]any)
-		if !ok || len(raw) != 2+2*len(p.Rules) {
+		if !ok || len(raw) != 2+2*nw+quotaValues*nq {
 			return Window{}, fmt.Errorf("failed to read the window script's reply: %T of %d values", reply, len(raw))
 		}
 		return logSnapshot(key, p, raw)
 	}}
 }
 
+// logSnapshot reads the window script's reply; the lookup checked its
+// length.
 func logSnapshot(key string, p Policy, raw []any) (Window, error) {
 	now, _ := raw[0].(int64)
 	pairs, _ := raw[1].([]any)
@@ -170,14 +196,28 @@ func logSnapshot(key string, p Policy, raw []any) (Window, error) {
 		}
 		w.Entries = append(w.Entries, Entry{ID: id, Ms: int64(ms)})
 	}
+	w.Rules = make([]RuleState, len(p.Rules))
+	at := 2 // the next window rule's place in the reply
 	for i, r := range p.Rules {
-		count, _ := raw[2+2*i].(int64)
-		oldest, _ := raw[3+2*i].(int64)
+		if r.Period != "" {
+			continue
+		}
+		count, _ := raw[at].(int64)
+		oldest, _ := raw[at+1].(int64)
+		at += 2
 		s := RuleState{Limit: r.Limit, WindowMs: r.WindowMs(), Count: int(count), Remaining: max(0, r.Limit-int(count)), OldestMs: oldest}
 		if oldest >= 0 {
 			s.ResetMs = max(0, oldest+s.WindowMs-now)
 		}
-		w.Rules = append(w.Rules, s)
+		w.Rules[i] = s
+	}
+	qs, err := int64s(raw[at:])
+	if err != nil {
+		return Window{}, fmt.Errorf("failed to read the window script's quotas: %w", err)
+	}
+	fillQuotas(w.Rules, nil, p, now, qs, 0, false)
+	for i := range w.Rules {
+		w.Rules[i].RetryMs = 0
 	}
 	return w, nil
 }

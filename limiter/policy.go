@@ -25,21 +25,39 @@ const (
 )
 
 // Rule is one limit over one window: at most Limit entries with a score inside
-// (now - Window, now].
+// (now - Window, now]. Or, when Period is set, a calendar quota: at most
+// Limit in each day, week or month of the policy's time zone, counted by one
+// counter per period; its Window is then 0 (it slides over nothing), and
+// every consumer of rules must tell the two apart.
 type Rule struct {
 	Limit  int
 	Window time.Duration
+	Period Period `json:",omitempty"`
 }
 
-// WindowMs is the window in milliseconds, the unit scores are kept in.
+// WindowMs is the window in milliseconds, the unit scores are kept in; 0
+// for a quota rule.
 func (r Rule) WindowMs() int64 { return r.Window.Milliseconds() }
 
+// String writes the rule as a policy does: "5/1m", "100000/month".
+func (r Rule) String() string {
+	if r.Period != "" {
+		return fmt.Sprintf("%d/%s", r.Limit, r.Period)
+	}
+	return fmt.Sprintf("%d/%s", r.Limit, WindowString(r.Window))
+}
+
 // Policy is a named set of rules checked together, e.g. login=5/1m,20/1h: at
-// most 5 a minute and 20 an hour. Rules are sorted by window, shortest first.
-// Build one with ParsePolicy, which fills every field.
+// most 5 a minute and 20 an hour. Rules are sorted by window, shortest
+// first, then the quota rules: day, week, month. Build one with
+// ParsePolicy, which fills every field.
 type Policy struct {
 	Name  string
 	Rules []Rule
+	// Timezone is the IANA zone (Go's time package names) whose days,
+	// weeks and months the quota rules count: "+tz=Europe/Berlin". Empty
+	// means UTC.
+	Timezone string `json:",omitempty"`
 	// Algorithm is how the windows are kept (SPEC §8). Empty means Log.
 	Algorithm Algorithm
 	// Shadow marks a policy decided and recorded as if enforced, whose
@@ -84,7 +102,8 @@ func (p Policy) AlgorithmName() Algorithm {
 }
 
 // Longest is the longest window of the policy: entries older than that count
-// for no rule and may be evicted.
+// for no rule and may be evicted. Quota rules keep no window: 0 when the
+// policy has only those.
 func (p Policy) Longest() time.Duration {
 	var w time.Duration
 	for _, r := range p.Rules {
@@ -108,7 +127,8 @@ func (p Policy) MaxCost() int {
 	return p.SmallestLimit()
 }
 
-// SmallestLimit is the smallest limit of the policy's rules.
+// SmallestLimit is the smallest limit of the policy's rules, quota rules
+// included.
 func (p Policy) SmallestLimit() int {
 	m := MaxLimit
 	for _, r := range p.Rules {
@@ -122,7 +142,7 @@ func (p Policy) SmallestLimit() int {
 func (p Policy) String() string {
 	parts := make([]string, len(p.Rules))
 	for i, r := range p.Rules {
-		parts[i] = fmt.Sprintf("%d/%s", r.Limit, WindowString(r.Window))
+		parts[i] = r.String()
 	}
 	s := p.Name + "=" + strings.Join(parts, ",")
 	if a := p.AlgorithmName(); a != Log {
@@ -133,6 +153,9 @@ func (p Policy) String() string {
 	}
 	if p.Lock > 0 {
 		s += "+lock=" + WindowString(p.Lock)
+	}
+	if p.Timezone != "" {
+		s += "+tz=" + p.Timezone
 	}
 	return s
 }
@@ -174,19 +197,33 @@ var policyOptions = map[string]func(p *Policy, value string, given bool) error{
 		p.Lock = d
 		return nil
 	},
+	"tz": func(p *Policy, v string, given bool) error {
+		if !given || v == "" {
+			return errors.New("want an IANA time zone, e.g. +tz=Europe/Berlin")
+		}
+		if _, err := loadZone(v); err != nil {
+			return err
+		}
+		p.Timezone = v
+		return nil
+	},
 }
 
-// ParsePolicy reads NAME=LIMIT/WINDOW[,LIMIT/WINDOW…] followed, in any
-// order, by [@ALGORITHM], [+shadow] and [+lock=DURATION], e.g.
+// ParsePolicy reads NAME=RULE[,RULE…] followed, in any order, by
+// [@ALGORITHM], [+shadow], [+lock=DURATION] and [+tz=ZONE], e.g.
 // "login=5/1m,20/1h", "api=1000/1m@gcra", "search=50/10s+shadow",
-// "login=5/15m+lock=15m". WINDOW is a Go duration of whole seconds from 1s
-// to 7 days (168h); a window may appear once. ALGORITHM is one of Algorithms
-// (default log). LIMIT is 1 to its Descriptor's MaxLimit: 100,000 for log,
-// 10,000,000 for the others.
+// "login=5/15m+lock=15m", "api=10/1s,100000/month+tz=America/New_York".
+// A RULE is LIMIT/WINDOW, WINDOW a Go duration of whole seconds from 1s to
+// 7 days (168h), LIMIT 1 to its algorithm's Descriptor.MaxLimit (100,000
+// for log, 10,000,000 for the others); or a calendar quota LIMIT/day,
+// LIMIT/week or LIMIT/month, LIMIT 1 to MaxLimit whatever the algorithm (a
+// quota is one counter per period, not an entry per request). A window or
+// a period may appear once. ALGORITHM is one of Algorithms (default log);
+// ZONE an IANA time zone for the quotas' periods (default UTC).
 func ParsePolicy(s string) (Policy, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok {
-		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow][+lock=DURATION], e.g. login=5/1m,20/1h", s)
+		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow][+lock=DURATION][+tz=ZONE], e.g. login=5/1m,20/1h", s)
 	}
 	name = strings.TrimSpace(name)
 	if !policyName.MatchString(name) {
@@ -213,13 +250,25 @@ func ParsePolicy(s string) (Policy, error) {
 			}
 			return Policy{}, fmt.Errorf("policy %q: %w", name, err)
 		}
-		if slices.ContainsFunc(p.Rules, func(o Rule) bool { return o.Window == r.Window }) {
+		if slices.ContainsFunc(p.Rules, func(o Rule) bool { return o.Window == r.Window && o.Period == r.Period }) {
+			if r.Period != "" {
+				return Policy{}, fmt.Errorf("policy %q: period %s appears twice", name, r.Period)
+			}
 			return Policy{}, fmt.Errorf("policy %q: window %s appears twice", name, r.Window)
 		}
 		p.Rules = append(p.Rules, r)
 	}
-	slices.SortFunc(p.Rules, func(a, b Rule) int { return int(a.Window - b.Window) })
+	slices.SortFunc(p.Rules, compareRules)
 	return p, nil
+}
+
+// compareRules orders a policy's rules: the windows, shortest first, then
+// the quotas, day, week, month.
+func compareRules(a, b Rule) int {
+	if c := a.Period.order() - b.Period.order(); c != 0 {
+		return c
+	}
+	return int(a.Window - b.Window)
 }
 
 // parseOptions reads what follows the rules: "@ALGORITHM" and the
@@ -235,6 +284,16 @@ func (p *Policy) parseOptions(s string) (hasAlg bool, err error) {
 		} else {
 			s = ""
 		}
+		// A zone may hold a '+' before digits (Etc/GMT+5); no option's
+		// name starts with a digit.
+		for len(s) > 1 && s[0] == '+' && s[1] >= '0' && s[1] <= '9' {
+			more := s[1:]
+			if i := strings.IndexAny(more, "@+"); i >= 0 {
+				tok, s = tok+"+"+more[:i], more[i:]
+			} else {
+				tok, s = tok+"+"+more, ""
+			}
+		}
 		tok = strings.TrimSpace(tok)
 		if kind == '@' {
 			if hasAlg {
@@ -248,7 +307,7 @@ func (p *Policy) parseOptions(s string) (hasAlg bool, err error) {
 		parse, known := policyOptions[opt]
 		switch {
 		case !known:
-			return hasAlg, fmt.Errorf("suffix %q: the options are +shadow and +lock=DURATION, after the rules", "+"+tok)
+			return hasAlg, fmt.Errorf("suffix %q: the options are +shadow, +lock=DURATION and +tz=ZONE, after the rules", "+"+tok)
 		case seen[opt]:
 			return hasAlg, fmt.Errorf("option +%s appears twice", opt)
 		}
@@ -260,18 +319,39 @@ func (p *Policy) parseOptions(s string) (hasAlg bool, err error) {
 	return hasAlg, nil
 }
 
+// parseWindow reads a sliding window: a Go duration, or whole days ("1d",
+// "7d") as people write them — a sliding day, unlike the calendar "day".
+func parseWindow(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 7 {
+			return 0, errors.New("want 1d to 7d")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(s)
+}
+
 func parseRule(s string, maxLimit int) (Rule, error) {
 	ls, ws, ok := strings.Cut(s, "/")
 	if !ok {
-		return Rule{}, fmt.Errorf("rule %q: want LIMIT/WINDOW, e.g. 5/1m", s)
+		return Rule{}, fmt.Errorf("rule %q: want LIMIT/WINDOW, e.g. 5/1m, or LIMIT/day, LIMIT/week, LIMIT/month", s)
+	}
+	ws = strings.TrimSpace(ws)
+	if pd := Period(ws); pd.order() >= 0 {
+		// A quota is one counter per period whatever the algorithm.
+		maxLimit = MaxLimit
 	}
 	limit, err := strconv.Atoi(strings.TrimSpace(ls))
 	if err != nil || limit < 1 || limit > maxLimit {
 		return Rule{}, fmt.Errorf("rule %q: limit must be a whole number from 1 to %d", s, maxLimit)
 	}
-	w, err := time.ParseDuration(strings.TrimSpace(ws))
+	if pd := Period(ws); pd.order() >= 0 {
+		return Rule{Limit: limit, Period: pd}, nil
+	}
+	w, err := parseWindow(ws)
 	if err != nil {
-		return Rule{}, fmt.Errorf("rule %q: window must be a Go duration such as 10s, 1m or 24h", s)
+		return Rule{}, fmt.Errorf("rule %q: window must be a Go duration such as 10s, 1m or 24h (or whole days: 1d … 7d), or one of day, week, month", s)
 	}
 	if w < MinWindow || w > MaxWindow || w%time.Second != 0 {
 		return Rule{}, fmt.Errorf("rule %q: window must be whole seconds from 1s to 168h (7 days)", s)

@@ -24,13 +24,14 @@ func ExampleParsePolicy() {
 	// api=1000/1m@gcra           api algorithm=gcra shadow=false first rule 1000 per 1m0s
 	// search=50/10s+shadow       search algorithm=log shadow=true first rule 50 per 10s
 	// burst=5/1s@bucket+shadow   burst algorithm=bucket shadow=true first rule 5 per 1s
-	// policy "api": rule "1000/1fortnight": window must be a Go duration such as 10s, 1m or 24h
+	// policy "api": rule "1000/1fortnight": window must be a Go duration such as 10s, 1m or 24h, or one of day, week, month
 }
 
 // ExamplePolicy_String writes a policy back as it is configured, each window
 // in its largest whole unit, so start-up lines and errors read like the flags.
 func ExamplePolicy_String() {
-	for _, s := range []string{"default=10/60s", "login=5/1m,20/3600s", "slow=7/90s,100/24h@counter", "search=50/10s+shadow"} {
+	for _, s := range []string{"default=10/60s", "login=5/1m,20/3600s", "slow=7/90s,100/24h@counter", "search=50/10s+shadow",
+		"plan=100000/month,10/1s+tz=America/New_York"} {
 		p, err := limiter.ParsePolicy(s)
 		if err != nil {
 			panic(err)
@@ -42,4 +43,5 @@ func ExamplePolicy_String() {
 	// login=5/1m,20/1h
 	// slow=7/90s,100/24h@counter
 	// search=50/10s+shadow
+	// plan=10/1s,100000/month+tz=America/New_York
 }

@@ -1,11 +1,13 @@
 package limiter_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -37,6 +39,10 @@ func TestMaxCost(t *testing.T) {
 		"small=999/10s,100000/1h":      999,
 		"big=100000/10s@gcra":          100000,
 		"big=10000000/10s,50/1s@fixed": 50,
+		// A quota's limit bounds the cost as a window's does.
+		"q=20/1s,10/day":             10,
+		"q=100000/1s,500/month@gcra": 500,
+		"q=5000000/month":            1000,
 	} {
 		p, err := limiter.ParsePolicy(s)
 		if err != nil {
@@ -44,6 +50,50 @@ func TestMaxCost(t *testing.T) {
 		}
 		if got := p.MaxCost(); got != want {
 			t.Errorf("%s: MaxCost %d, want %d", s, got, want)
+		}
+	}
+}
+
+// TestQuotaPolicy: quota rules keep no window — a policy of quotas alone
+// has no longest window — and their limit is up to MaxLimit under any
+// algorithm, the log's too.
+func TestQuotaPolicy(t *testing.T) {
+	p, err := limiter.ParsePolicy("q=100/1m,1000000/month,50/day+tz=Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []limiter.Rule{{Limit: 100, Window: time.Minute}, {Limit: 50, Period: limiter.Day}, {Limit: 1000000, Period: limiter.Month}}
+	if !slices.Equal(p.Rules, want) || p.Longest() != time.Minute || p.Timezone != "Europe/Berlin" || !p.HasQuotas() {
+		t.Fatalf("got %+v, longest %v", p, p.Longest())
+	}
+	if loc, err := p.Location(); err != nil || loc.String() != "Europe/Berlin" {
+		t.Fatalf("location %v, %v", loc, err)
+	}
+	only, err := limiter.ParsePolicy("o=5/week")
+	if err != nil || only.Longest() != 0 || only.HasQuotas() != true || only.Rules[0].WindowMs() != 0 {
+		t.Fatalf("quotas alone: %+v %v", only, err)
+	}
+	if loc, err := only.Location(); err != nil || loc != time.UTC {
+		t.Fatalf("default zone %v, %v", loc, err)
+	}
+	if _, err := (limiter.Policy{Name: "x", Timezone: "Nowhere/Else"}).Location(); err == nil {
+		t.Fatal("a hand-built policy's bad zone: no error")
+	}
+}
+
+// TestQuotaPolicyBuiltByHand: a Policy built in Go with a zone or a period
+// no parse would accept is an error of the check, never a guess.
+func TestQuotaPolicyBuiltByHand(t *testing.T) {
+	lim := limiter.New(newClient(t, redistest.URL(t)), limiter.WithDenyCache(0))
+	for _, p := range []limiter.Policy{
+		{Name: "x", Rules: []limiter.Rule{{Limit: 5, Period: limiter.Day}}, Timezone: "Nowhere/Else"},
+		{Name: "y", Rules: []limiter.Rule{{Limit: 5, Period: "year"}}},
+	} {
+		if d, err := lim.Allow(context.Background(), "k", p, 1); err == nil {
+			t.Errorf("%+v: %+v, want an error", p, d)
+		}
+		if _, err := lim.Window(context.Background(), "k", p); err == nil {
+			t.Errorf("%+v: a window, want an error", p)
 		}
 	}
 }
@@ -68,6 +118,14 @@ func TestParsePolicyAlgorithmAndShadow(t *testing.T) {
 		{"login=5/15m+lock=15m", limiter.Log, false, "login=5/15m+lock=15m"},
 		{"g=5/1m+lock=90s@gcra+shadow", limiter.GCRA, true, "g=5/1m@gcra+shadow+lock=90s"},
 		{"h=5/1m + lock = 24h", limiter.Log, false, "h=5/1m+lock=24h"},
+		// Calendar quotas: after the windows, day, week, month; a zone.
+		{"api=100000/month,10/1s+tz=America/New_York", limiter.Log, false, "api=10/1s,100000/month+tz=America/New_York"},
+		{"i=5/month,3/week,2/day,9/1h@gcra", limiter.GCRA, false, "i=9/1h,2/day,3/week,5/month@gcra"},
+		{"j=10000000/month", limiter.Log, false, "j=10000000/month"},
+		{"k=5/day+tz=Etc/GMT+5+shadow", limiter.Log, true, "k=5/day+shadow+tz=Etc/GMT+5"},
+		{"l=5/day+tz=UTC@fixed+lock=1m", limiter.Fixed, false, "l=5/day@fixed+lock=1m+tz=UTC"},
+		{"m=5/1s,5/day,5/24h", limiter.Log, false, "m=5/1s,5/24h,5/day"},
+		{"n=5/1s+tz=Asia/Kolkata", limiter.Log, false, "n=5/1s+tz=Asia/Kolkata"},
 	} {
 		p, err := limiter.ParsePolicy(tc.in)
 		if err != nil {
@@ -118,6 +176,17 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"login=0/1m@bucket", `rule "0/1m": limit must be a whole number from 1 to 10000000`},
 		{"login=5/1m,5/60s@fixed", "appears twice"},
 		{"login=@gcra", "want LIMIT/WINDOW"},
+		{"q=5/day,6/day", "period day appears twice"},
+		{"q=10000001/month", `rule "10000001/month": limit must be a whole number from 1 to 10000000`},
+		{"q=0/week", "limit must be"},
+		{"q=5/Day", "one of day, week, month"},
+		{"q=5/year", "one of day, week, month"},
+		{"q=5/day+tz", `option "+tz": want an IANA time zone`},
+		{"q=5/day+tz=", `option "+tz=": want an IANA time zone`},
+		{"q=5/day+tz=Mars/Olympus", `time zone "Mars/Olympus": want an IANA zone name`},
+		{"q=5/day+tz=Local", `differs from machine to machine`},
+		{"q=5/day+tz=../etc/passwd", `time zone "../etc/passwd"`},
+		{"q=5/day+tz=UTC+tz=UTC", "option +tz appears twice"},
 	} {
 		_, err := limiter.ParsePolicy(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -30,7 +30,8 @@ const (
 	resubscribeMax = 2 * time.Second
 )
 
-// Reset deletes key's state under p, of every algorithm (the client starts
+// Reset deletes key's state under p, of every algorithm, with its lock and
+// its quotas' counters of the periods around now (the client starts
 // afresh), and announces it on its database's resets channel in the same
 // round trip, so every
 // instance's deny cache forgets the window within the Pub/Sub delay; this
@@ -40,7 +41,7 @@ func (l *Limiter) Reset(ctx context.Context, key string, p Policy) error {
 		return err
 	}
 	pipe := l.rdb.Pipeline()
-	pipe.Del(ctx, allStateKeys(key, p.Name)...)
+	pipe.Del(ctx, append(allStateKeys(key, p.Name), l.quotaKeys(key, p)...)...)
 	pipe.Publish(ctx, l.resets, p.Name+" "+key)
 	_, err := pipe.Exec(ctx)
 	if l.cache != nil {

@@ -18,7 +18,9 @@ var stateSrc string
 
 // newStateScript is an algorithm's script: state.lua, which reads the clock
 // and runs the rules, followed by the algorithm's own file.
-func newStateScript(src string) *redis.Script { return newScript(lockSrc + stateSrc + "\n" + src) }
+func newStateScript(src string) *redis.Script {
+	return newScript(lockSrc + quotaSrc + stateSrc + "\n" + src)
+}
 
 // stateValues is how many numbers the state scripts return per rule: used,
 // resetMs, retryMs, retry1Ms and three of the algorithm's own.
@@ -59,19 +61,23 @@ const (
 )
 
 func (a stateAlgorithm) args(key string, p Policy, cost, record int) (string, []any) {
-	args := make([]any, 0, 2+2*len(p.Rules))
+	args := make([]any, 0, 2+2*len(p.Rules)+6*quotaRules(p)+1)
 	args = append(args, cost, record)
 	for _, r := range p.Rules {
-		args = append(args, r.Limit, r.WindowMs())
+		if r.Period == "" {
+			args = append(args, r.Limit, r.WindowMs())
+		}
 	}
 	return redisdata.StateKey(key, p.Name, string(a.name)), args
 }
 
-// read parses the script's reply to a decision (decided) or a look. When a
-// decision's request was denied it also returns each rule's wait until a
-// request of cost 1 fits.
-func (a stateAlgorithm) read(p Policy, cost int, decided bool, res []int64) (bool, int64, []RuleState, []int64, error) {
-	if len(res) != 2+stateValues*len(p.Rules) {
+// read parses the script's reply to a decision (decided) or a look, without
+// the lock's numbers; record is what the script was told to record of cost.
+// When a decision's request was denied it also returns each rule's wait
+// until a request of cost 1 fits.
+func (a stateAlgorithm) read(p Policy, cost, record int, decided bool, res []int64) (bool, int64, []RuleState, []int64, error) {
+	nw := windowRules(p)
+	if len(res) != 2+stateValues*nw+quotaValues*(len(p.Rules)-nw) {
 		return false, 0, nil, nil, fmt.Errorf("failed to read the %s script's reply: %d values", a.name, len(res))
 	}
 	allowed, now := res[0] == 1, res[1]
@@ -80,8 +86,13 @@ func (a stateAlgorithm) read(p Policy, cost int, decided bool, res []int64) (boo
 	if decided && !allowed {
 		retry1 = make([]int64, len(p.Rules))
 	}
+	w := 0 // the window rules' place in the reply
 	for i, r := range p.Rules {
-		v := res[2+stateValues*i:]
+		if r.Period != "" {
+			continue
+		}
+		v := res[2+stateValues*w:]
+		w++
 		used, reset, retry := int(v[0]), v[1], v[2]
 		if retry1 != nil {
 			retry1[i] = v[3]
@@ -98,11 +109,20 @@ func (a stateAlgorithm) read(p Policy, cost int, decided bool, res []int64) (boo
 		}
 		a.describe(&rules[i], now, [3]int64{v[4], v[5], v[6]})
 	}
+	added := 0 // what the quotas' counters took: the script reports them before
+	if (record == recordAllowed && allowed) || record == recordAll {
+		added = cost
+	}
+	fillQuotas(rules, retry1, p, now, res[2+stateValues*w:], added, decided && !allowed)
 	return allowed, now, rules, retry1, nil
 }
 
 func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
-	c := a.prepare(key, p, cost, peek)
+	q, err := l.quotaCall(key, p)
+	if err != nil {
+		return Decision{}, nil, err
+	}
+	c := a.prepare(key, p, cost, peek, q)
 	res, err := l.eval(ctx, roundTrip, c.script, c.keys, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the %s script: %w", a.name, err)
@@ -110,7 +130,7 @@ func (a stateAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Du
 	return c.decide(res)
 }
 
-func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepared {
+func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool, q quotaCall) prepared {
 	record := recordAllowed
 	switch {
 	case peek:
@@ -119,14 +139,14 @@ func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepa
 		record = recordAll
 	}
 	k, args := a.args(key, p, cost, record)
-	keys, args := withLock([]string{k}, args, key, p)
+	keys, args := withExtras([]string{k}, args, key, p, q)
 	return prepared{
 		script: a.script,
 		keys:   keys,
 		args:   args,
 		decide: func(res []int64) (Decision, []int64, error) {
 			n := max(0, len(res)-lockValues(p)) // the lock's numbers come last
-			allowed, now, rules, retry1, err := a.read(p, cost, true, res[:n])
+			allowed, now, rules, retry1, err := a.read(p, cost, record, true, res[:n])
 			if err != nil {
 				return Decision{}, nil, err
 			}
@@ -147,14 +167,15 @@ func (a stateAlgorithm) prepare(key string, p Policy, cost int, peek bool) prepa
 }
 
 // look runs the script with cost 0, recording nothing: a look at the state.
-func (a stateAlgorithm) look(key string, p Policy) lookup {
+func (a stateAlgorithm) look(key string, p Policy, q quotaCall) lookup {
 	k, args := a.args(key, p, 0, recordNothing)
-	return lookup{script: a.script, key: k, args: args, read: func(reply any) (Window, error) {
+	keys, args := withExtras([]string{k}, args, key, Policy{Name: p.Name}, q)
+	return lookup{script: a.script, keys: keys, args: args, read: func(reply any) (Window, error) {
 		res, err := int64s(reply)
 		if err != nil {
 			return Window{}, fmt.Errorf("failed to read the %s script's reply: %w", a.name, err)
 		}
-		_, now, rules, _, err := a.read(p, 0, false, res)
+		_, now, rules, _, err := a.read(p, 0, recordNothing, false, res)
 		if err != nil {
 			return Window{}, err
 		}

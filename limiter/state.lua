@@ -11,8 +11,10 @@
 --          nothing (a peek; with cost 0, a look at the state)
 -- ARGV[3…] the rules as pairs: limit, windowMs
 -- KEYS[2], the last ARGV: a lock (lock.lua, prepended)
+-- the KEYS after, ARGV before the lock's: quotas (quota.lua, prepended)
 --
 -- Returns {allowed, nowMs, then per rule: used, resetMs, retryMs, retry1Ms, s1, s2, s3,
+-- then per quota: count, start, end, retryMs, retry1Ms (quotaReport),
 -- then, when the policy locks: lock state, level, until (lockDecide)}
 --   used      what the rule counts as used after this request (limit - what
 --             still fits), including its cost when allowed
@@ -84,14 +86,17 @@ local function run(assess, consume, report)
     end
     states[i] = s
   end
+  if nquotas > 0 and quotaAssess(now, cost) == 0 then allowed = 0 end
   local lockState, lockLevel, lockUntil
   allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, record ~= 0)
   local out = {allowed, now}
   local writes = {}
   local ttl = 0
+  local records = cost > 0 and ((record == 1 and allowed == 1) or record == 2)
+  if records and nquotas > 0 then quotaConsume(cost) end
   for i = 1, nrules do
     local s = states[i]
-    if cost > 0 and ((record == 1 and allowed == 1) or record == 2) then
+    if records then
       writes[#writes + 1] = ARGV[2 * i + 2]
       writes[#writes + 1] = consume(s)
     end
@@ -115,6 +120,7 @@ local function run(assess, consume, report)
     redis.call('HSET', key, unpack(writes))
     redis.call('PEXPIRE', key, ttl)
   end
+  quotaReport(out)
   if lockKey then
     out[#out + 1] = lockState
     out[#out + 1] = lockLevel

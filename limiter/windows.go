@@ -12,8 +12,12 @@ func (l *Limiter) Window(ctx context.Context, key string, p Policy) (Window, err
 	if err := ValidateKey(key); err != nil {
 		return Window{}, err
 	}
-	lk := algorithmOf(p).look(key, p)
-	reply, err := lk.script.Run(ctx, l.rdb, []string{lk.key}, lk.args...).Result()
+	q, err := l.quotaCall(key, p)
+	if err != nil {
+		return Window{}, err
+	}
+	lk := algorithmOf(p).look(key, p, q)
+	reply, err := lk.script.Run(ctx, l.rdb, lk.keys, lk.args...).Result()
 	if err != nil {
 		return Window{}, fmt.Errorf("failed to read the window: %w", err)
 	}
@@ -35,8 +39,12 @@ func (l *Limiter) Windows(ctx context.Context, ws []WindowOf) (out []Window, err
 	lks := make([]lookup, len(ws))
 	var todo []int
 	for i, w := range ws {
-		if errs[i] = ValidateKey(w.Key); errs[i] == nil {
-			lks[i] = algorithmOf(w.Policy).look(w.Key, w.Policy)
+		if errs[i] = ValidateKey(w.Key); errs[i] != nil {
+			continue
+		}
+		q, err := l.quotaCall(w.Key, w.Policy)
+		if errs[i] = err; err == nil {
+			lks[i] = algorithmOf(w.Policy).look(w.Key, w.Policy, q)
 			todo = append(todo, i)
 		}
 	}
@@ -69,14 +77,15 @@ func (l *Limiter) pipeLooks(ctx context.Context, lks []lookup, idx []int, full b
 	pipe := l.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(idx))
 	for j, i := range idx {
-		cmds[j] = queueScript(ctx, pipe, lks[i].script, []string{lks[i].key}, lks[i].args, full)
+		cmds[j] = queueScript(ctx, pipe, lks[i].script, lks[i].keys, lks[i].args, full)
 	}
 	_, _ = pipe.Exec(ctx) // each command carries its own error
 	return cmds
 }
 
 // finishWindow reads a lookup's reply and fills the top-level figures from
-// the longest rule.
+// the longest window rule — or, for a policy of quotas alone, the first
+// quota (its WindowMs is 0).
 func finishWindow(lk lookup, reply any, p Policy) (Window, error) {
 	w, err := lk.read(reply)
 	if err != nil {
@@ -90,6 +99,6 @@ func finishWindow(lk lookup, reply any, p Policy) (Window, error) {
 	}
 	lr := w.Rules[longest]
 	w.Count, w.Limit, w.WindowMs = lr.Count, lr.Limit, lr.WindowMs
-	w.Truncated = w.Count > len(w.Entries) && p.AlgorithmName() == Log
+	w.Truncated = lr.Period == "" && w.Count > len(w.Entries) && p.AlgorithmName() == Log
 	return w, nil
 }

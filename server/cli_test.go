@@ -44,6 +44,7 @@ func TestHelp(t *testing.T) {
 	for _, want := range []string{
 		"Usage:", "ratescope healthcheck", "ratescope --version",
 		"NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow]", "log, fixed, counter, gcra, bucket",
+		"[+tz=ZONE]", "plan=10/1s,100000/month+tz=America/New_York",
 		"--log-level", "RATESCOPE_LOG_LEVEL", "--fail-mode", "RATESCOPE_FAIL_MODE", "default 150ms",
 	} {
 		if !strings.Contains(out, want) {

@@ -29,7 +29,8 @@ type filePolicy struct {
 	Rules     []string `yaml:"rules"`
 	Algorithm string   `yaml:"algorithm"`
 	Shadow    bool     `yaml:"shadow"`
-	Lock      string   `yaml:"lock"` // a duration, e.g. 15m: +lock=15m
+	Lock      string   `yaml:"lock"`     // a duration, e.g. 15m: +lock=15m
+	Timezone  string   `yaml:"timezone"` // an IANA zone for the quotas, e.g. Europe/Berlin: +tz=Europe/Berlin
 }
 
 type fileRoute struct {

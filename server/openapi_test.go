@@ -159,6 +159,8 @@ policies:
   - {name: b, rules: ["3/1m"], algorithm: bucket}
   - {name: s, rules: ["1/1m"], shadow: true}
   - {name: login, rules: ["1/1m", "5/1h"]}
+  - {name: plan, rules: ["10/1s", "2/month"], timezone: Europe/Berlin}
+  - {name: daily, rules: ["1/day"], algorithm: gcra}
 routes:
   - match: {pathPrefix: /login}
     policy: login
@@ -214,6 +216,21 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 204, call(t, "DELETE", u+"/api/v1/window?key=oa1&policy=demo", ""))
 	must(t, router, 204, call(t, "DELETE", u+"/api/v1/window?key=oa1&policy=default", "", "Authorization", "Bearer adm"))
 	must(t, router, 401, call(t, "DELETE", u+"/api/v1/window?key=oa1&policy=default", "", api...))
+
+	// Calendar quotas: checks allowed and denied by a quota, their windows,
+	// and the usage of every kind of rule.
+	for _, p := range []string{"plan", "daily"} {
+		must(t, router, 200, call(t, "POST", u+"/api/v1/check?key=oa1&policy="+p, "", api...))
+		must(t, router, 200, call(t, "GET", u+"/api/v1/window?key=oa1&policy="+p, "", api...))
+		must(t, router, 200, call(t, "GET", u+"/api/v1/usage?key=oa1&policy="+p, "", api...))
+	}
+	must(t, router, 200, call(t, "POST", u+"/api/v1/check?key=oa1&policy=plan", "", api...))
+	must(t, router, 429, call(t, "POST", u+"/api/v1/check?key=oa1&policy=plan", "", api...))
+	must(t, router, 429, call(t, "POST", u+"/api/v1/check?key=oa1&policy=daily", "", api...))
+	must(t, router, 200, call(t, "GET", u+"/api/v1/usage?key=oa1&policy=demo", ""))
+	must(t, router, 200, call(t, "GET", u+"/api/v1/usage?key=oa1&policy=login", "", api...))
+	must(t, router, 400, call(t, "GET", u+"/api/v1/usage?key=oa1&policy=nope", ""))
+	must(t, router, 401, call(t, "GET", u+"/api/v1/usage?key=oa1&policy=plan", ""))
 	must(t, router, 400, call(t, "DELETE", u+"/api/v1/window?key=oa1&key=oa2&policy=demo", ""))
 	must(t, router, 200, call(t, "GET", u+"/api/v1/policies", ""))
 	must(t, router, 200, call(t, "GET", u+"/api/v1/overview?policy=demo", ""))
@@ -329,6 +346,7 @@ func TestOpenAPIRefusals(t *testing.T) {
 	must(t, router, 503, call(t, "POST", u+"/api/v1/refund?key=oa3&policy=demo&id="+id, ""))
 	must(t, router, 503, call(t, "POST", u+"/api/v1/settle?key=oa3&policy=demo&id="+id+"&cost=2", ""))
 	must(t, router, 503, call(t, "GET", u+"/api/v1/window?key=oa3&policy=demo", ""))
+	must(t, router, 503, call(t, "GET", u+"/api/v1/usage?key=oa3&policy=demo", ""))
 	must(t, router, 503, call(t, "DELETE", u+"/api/v1/window?key=oa3&policy=demo", ""))
 	must(t, router, 503, call(t, "POST", u+"/api/v1/race", `{"key":"oa3","mode":"atomic","requests":2,"thinkMs":0}`))
 	must(t, router, 503, call(t, "POST", u+"/api/v1/lab/check", `{"lab":"oa3","limit":3,"windowMs":10000}`))

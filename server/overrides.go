@@ -48,15 +48,9 @@ type overrideJSON struct {
 	Policy    string          `json:"policy"`
 	Key       string          `json:"key,omitempty"`
 	Prefix    string          `json:"prefix,omitempty"`
-	Rules     []ruleLimitJSON `json:"rules"`
+	Rules     []policyRuleJSON `json:"rules"`
 	Note      string          `json:"note"`
 	UpdatedMs int64           `json:"updatedMs"`
-}
-
-// ruleLimitJSON is one rule as /api/v1/policies lists them.
-type ruleLimitJSON struct {
-	Limit    int   `json:"limit"`
-	WindowMs int64 `json:"windowMs"`
 }
 
 // appliedJSON answers which override applies to one key: match says how
@@ -67,7 +61,7 @@ type appliedJSON struct {
 	Key       string          `json:"key"`
 	Match     tenants.Match   `json:"match"`
 	Prefix    string          `json:"prefix,omitempty"`
-	Rules     []ruleLimitJSON `json:"rules"`
+	Rules     []policyRuleJSON `json:"rules"`
 	Note      *string         `json:"note,omitempty"`
 	UpdatedMs *int64          `json:"updatedMs,omitempty"`
 }
@@ -77,10 +71,12 @@ type overridesJSON struct {
 	NextCursor string         `json:"nextCursor,omitempty"`
 }
 
-func rulesJSON(rules []limiter.Rule) []ruleLimitJSON {
-	out := make([]ruleLimitJSON, len(rules))
+// rulesJSON lists rules as /api/v1/policies does: a window's windowMs, a
+// calendar quota's period.
+func rulesJSON(rules []limiter.Rule) []policyRuleJSON {
+	out := make([]policyRuleJSON, len(rules))
 	for i, r := range rules {
-		out[i] = ruleLimitJSON{Limit: r.Limit, WindowMs: r.WindowMs()}
+		out[i] = policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs(), Period: r.Period}
 	}
 	return out
 }

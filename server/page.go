@@ -55,7 +55,7 @@ func handlePage(store *configStore, shell pageShell) echo.HandlerFunc {
 			policies[i] = views.Policy{Name: p.Name, Algorithm: string(p.Policy.AlgorithmName()), Shadow: p.Shadow}
 			for _, r := range p.Rules {
 				policies[i].Rules = append(policies[i].Rules, views.Rule{
-					Limit: r.Limit, WindowMs: r.WindowMs(), Label: ruleLabel(r),
+					Limit: r.Limit, WindowMs: r.WindowMs(), Label: ruleLabel(r), Period: string(r.Period),
 				})
 			}
 		}
@@ -67,8 +67,11 @@ func handlePage(store *configStore, shell pageShell) echo.HandlerFunc {
 	}
 }
 
-// ruleLabel names a rule for people: "5 per 10s".
+// ruleLabel names a rule for people: "5 per 10s", "100000 per month".
 func ruleLabel(r limiter.Rule) string {
+	if r.Period != "" {
+		return fmt.Sprintf("%d per %s", r.Limit, r.Period)
+	}
 	return fmt.Sprintf("%d per %s", r.Limit, limiter.WindowString(r.Window))
 }
 

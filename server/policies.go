@@ -13,11 +13,17 @@ type policyJSON struct {
 	Rules     []policyRuleJSON  `json:"rules"`
 	Algorithm limiter.Algorithm `json:"algorithm"` // SPEC §8: one of limiter.Algorithms
 	Shadow    bool              `json:"shadow"`    // SPEC §9
+	// Timezone is the zone the policy's calendar quotas count in, when it
+	// names one (UTC otherwise).
+	Timezone string `json:"timezone,omitempty"`
 }
 
+// policyRuleJSON is a rule: its window, or a calendar quota's period
+// ("day", "week", "month").
 type policyRuleJSON struct {
-	Limit    int   `json:"limit"`
-	WindowMs int64 `json:"windowMs"`
+	Limit    int            `json:"limit"`
+	WindowMs int64          `json:"windowMs,omitempty"`
+	Period   limiter.Period `json:"period,omitempty"`
 }
 
 // policiesJSON is the answer of GET /api/v1/policies: the policies in force,
@@ -34,9 +40,9 @@ func handlePolicies(store *configStore) echo.HandlerFunc {
 		set := store.load()
 		out := policiesJSON{Version: set.version, LoadedAt: set.loadedAt.UnixMilli()}
 		for _, p := range set.policies {
-			pj := policyJSON{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow}
+			pj := policyJSON{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow, Timezone: p.Timezone}
 			for _, r := range p.Rules {
-				pj.Rules = append(pj.Rules, policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs()})
+				pj.Rules = append(pj.Rules, rulesJSON([]limiter.Rule{r})...)
 			}
 			out.Policies = append(out.Policies, pj)
 		}

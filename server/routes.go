@@ -32,6 +32,7 @@ func routes(e *echo.Echo, p *parts) {
 	api.POST("/settle", handleSettle(adjust))
 	api.GET("/window", handleWindow(windows))
 	api.DELETE("/window", handleReset(windows, p.live, p.log))
+	api.GET("/usage", handleUsage(windows, p.tenants))
 	api.GET("/policies", handlePolicies(p.store))
 	api.PUT("/overrides", handlePutOverride(overrides))
 	api.GET("/overrides", handleGetOverrides(overrides))

@@ -210,6 +210,14 @@ func policySpec(fp filePolicy, file *parsedFile, path string) (string, error) {
 		}
 		spec += "+lock=" + fp.Lock
 	}
+	if fp.Timezone != "" {
+		// Checked here, so the field is named; a zone may hold '+' (Etc/GMT+5).
+		loc, err := time.LoadLocation(fp.Timezone)
+		if err != nil || strings.ContainsAny(fp.Timezone, "=,@ ") || fp.Timezone == "Local" || loc == nil {
+			return "", file.fieldErr(path+".timezone", "%q: want an IANA time zone such as Europe/Berlin, America/New_York or UTC", fp.Timezone)
+		}
+		spec += "+tz=" + fp.Timezone
+	}
 	return spec, nil
 }
 

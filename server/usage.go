@@ -22,10 +22,12 @@ Usage:
   ratescope --help                   this text
 
 Policies (--policy, repeatable, or RATESCOPE_POLICIES separated by ';'):
-  NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow]
+  NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow][+lock=DURATION][+tz=ZONE]
   e.g. login=5/1m,20/1h   api=1000/1m@gcra   search=50/10s+shadow
-  NAME is [a-z0-9_-]{1,32}; WINDOW a duration of whole seconds, 1s to 168h; ALGORITHM one
-  of %s (default %s); +shadow decides and records but always allows.
+       plan=10/1s,100000/month+tz=America/New_York
+  NAME is [a-z0-9_-]{1,32}; WINDOW a duration of whole seconds, 1s to 168h, or day, week
+  or month for a calendar quota (in ZONE, default UTC); ALGORITHM one of %s
+  (default %s); +shadow decides and records but always allows; +lock locks a denied key out.
   %s exist unless redefined.
 
 Flags (each has an environment twin, in brackets; a flag wins over it):

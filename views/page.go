@@ -9,11 +9,14 @@ import (
 	"strings"
 )
 
-// Rule is one (limit, window) pair of a policy, e.g. {5, 10000, "5 per 10s"}.
+// Rule is one (limit, window) pair of a policy, e.g. {5, 10000, "5 per 10s"},
+// or a calendar quota's (limit, period), windowMs 0: {3, 0, "3 per month",
+// "month"}.
 type Rule struct {
 	Limit    int    `json:"limit"`
 	WindowMs int64  `json:"windowMs"`
 	Label    string `json:"label"`
+	Period   string `json:"period,omitempty"`
 }
 
 // Policy is a named set of rules offered in the policy picker, with the

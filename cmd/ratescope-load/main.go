@@ -55,6 +55,12 @@
 // (outcomes.go):
 //
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --outcomes
+//
+// With --quota-memory it measures what a calendar quota costs Redis per
+// client: --quota-keys keys checked once each on a month quota, INFO
+// memory's used_memory before and after (quota.go):
+//
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --quota-memory
 package main
 
 import (
@@ -101,6 +107,10 @@ type options struct {
 
 	// The outcomes phase, off unless --outcomes.
 	outcomes bool
+
+	// The quota-memory phase, off unless --quota-memory.
+	quotaMemory bool
+	quotaKeys   int
 
 	// The scripts phase, off unless --scripts.
 	scriptsPhase bool
@@ -152,6 +162,8 @@ func main() {
 	flag.DurationVar(&o.envoyCheckTimeout, "envoy-check-timeout", 10*time.Second, "ratescope's check timeout in the Envoy phase (envoyproxy/ratelimit waits up to 10 s for Redis); the default, 150ms, shows what a saturated machine does to it")
 	flag.BoolVar(&o.scriptsPhase, "scripts", false, "also run the scripts phase: what a decision of the log costs Redis (INFO commandstats, INFO cpu), A/B against each --script")
 	flag.BoolVar(&o.outcomes, "outcomes", false, "also run the outcomes phase: refund and settle calls/s and Redis's cost per call beside a check's, through the limiter on a redis-server of its own")
+	flag.BoolVar(&o.quotaMemory, "quota-memory", false, "also run the quota-memory phase: Redis memory per client of a month quota (INFO memory), over --quota-keys keys checked once each")
+	flag.IntVar(&o.quotaKeys, "quota-keys", 100_000, "client keys of the quota-memory phase")
 	flag.Var((*stringList)(&o.scripts), "script", "another version of the check script for --scripts, as NAME=FILE (repeatable; the first is the base of the ratios)")
 	flag.IntVar(&o.scriptChecks, "script-checks", 10_000, "checks per fill and per denied run of the scripts phase (the fill covers at least the limit)")
 	flag.IntVar(&o.scriptRate, "script-rate", 20_000, "checks per second of the scripts phase's steady workload (paced)")
@@ -191,6 +203,8 @@ func (o options) validate() error {
 		return errors.New("--trace-duration must be at least 1s")
 	case o.envoyCheckTimeout <= 0:
 		return errors.New("--envoy-check-timeout must be positive")
+	case o.quotaKeys < 1:
+		return errors.New("--quota-keys must be at least 1")
 	case o.scriptChecks < 1 || o.scriptRate < 1:
 		return errors.New("--script-checks and --script-rate must be at least 1")
 	case o.failoverRate < 1 || o.failoverRuns < 1 || o.failoverRestart < 0:
@@ -300,6 +314,7 @@ func run(o options) error {
 		{"Envoy", !o.envoy, measureEnvoy},
 		{"scripts", !o.scriptsPhase, measureScripts},
 		{"outcomes", !o.outcomes, measureOutcomes},
+		{"quota memory", !o.quotaMemory, measureQuotaMemory},
 	}
 	var failed []string
 	for _, p := range phases {

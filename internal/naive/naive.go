@@ -46,17 +46,21 @@ type Options struct {
 	AfterRead func()
 }
 
-// Allow checks the policy's tightest rule (the smallest limit; the naive
-// model knows one rule) and then, if there was room, records the request.
+// Allow checks the policy's tightest window rule (the smallest limit; the
+// naive model knows one rule, and no calendar quota) and then, if there was
+// room, records the request.
 func (n *Limiter) Allow(ctx context.Context, key string, p limiter.Policy, o Options) (bool, error) {
 	if err := limiter.ValidateKey(key); err != nil {
 		return false, err
 	}
-	rule := p.Rules[0]
+	var rule limiter.Rule
 	for _, r := range p.Rules {
-		if r.Limit < rule.Limit {
+		if r.Period == "" && (rule.Window == 0 || r.Limit < rule.Limit) {
 			rule = r
 		}
+	}
+	if rule.Window == 0 {
+		return false, fmt.Errorf("failed to race policy %q: the naive model needs a window rule", p.Name)
 	}
 	k := redisdata.LogKey(key, p.Name)
 	read := func() (int64, int64, error) { // check: three round trips

@@ -4,6 +4,8 @@
 // the page (through the server) read it here.
 package redisdata
 
+import "strconv"
+
 // MaxEvict bounds how many expired entries one check removes from a log, so
 // no call blocks Redis for long however large a log grew; counting never
 // relies on eviction.
@@ -30,6 +32,23 @@ func StateKey(key, policy, algorithm string) string {
 // rate_limit:{<key>}:<policy>:lock, a hash of the lock's end and level.
 func LockKey(key, policy string) string {
 	return LogKey(key, policy) + ":lock"
+}
+
+// QuotaKey is where the counter of key's calendar quota under policy lives
+// for the period starting at startMs (epoch ms):
+// rate_limit:{<key>}:<policy>:q:<startMs>, e.g.
+// rate_limit:{user:42}:api:q:1796083200000 — one string key per period,
+// expiring after it. A policy with several quotas (a day's and a month's)
+// names them by period ("day", "week" or "month"), whose initial follows
+// the q: rate_limit:{user:42}:api:qm:1796083200000, as a day, a week and a
+// month may start at the same instant. period is "" for a policy's only
+// quota.
+func QuotaKey(key, policy, period string, startMs int64) string {
+	tag := ""
+	if period != "" {
+		tag = period[:1]
+	}
+	return LogKey(key, policy) + ":q" + tag + ":" + strconv.FormatInt(startMs, 10)
 }
 
 // The placeholders of KeyFormat and StateKeyFormat: characters no client

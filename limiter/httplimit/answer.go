@@ -21,7 +21,7 @@ const QuotaExceeded = "https://iana.org/assignments/http-problem-types#quota-exc
 // the observers of this policy's checks.
 type Policy struct {
 	limiter.Policy
-	header    string   // RateLimit-Policy
+	header    string   // RateLimit-Policy; empty when a quota's period makes it change
 	items     []string // each rule's item name, quoted
 	observers []Observer
 	override  string // Override
@@ -34,10 +34,12 @@ func Prepare(p limiter.Policy, observers ...Observer) *Policy {
 	pp := &Policy{Policy: p, items: make([]string, len(p.Rules)), observers: observers}
 	fields := make([]string, len(p.Rules))
 	for i, r := range p.Rules {
-		pp.items[i] = strconv.Quote(ItemName(p.Name, len(p.Rules), r.WindowMs()))
+		pp.items[i] = strconv.Quote(RuleName(p.Name, len(p.Rules), r.Period, r.WindowMs()))
 		fields[i] = fmt.Sprintf("%s;q=%d;w=%d", pp.items[i], r.Limit, r.WindowMs()/1000)
 	}
-	pp.header = strings.Join(fields, ", ")
+	if !p.HasQuotas() { // a quota's w is its period's length: Fields writes it
+		pp.header = strings.Join(fields, ", ")
+	}
 	return pp
 }
 
@@ -59,13 +61,23 @@ func (p *Policy) WithRules(rules []limiter.Rule, override string) *Policy {
 // policy's own rules.
 func (p *Policy) Override() string { return p.override }
 
-// ItemName names a rule in RateLimit headers and violated-policies: the
-// policy alone when it has one rule, else policy/seconds.
+// ItemName names a window rule in RateLimit headers and violated-policies:
+// the policy alone when it has one rule, else policy/seconds.
 func ItemName(policy string, rules int, windowMs int64) string {
 	if rules == 1 {
 		return policy
 	}
 	return policy + "/" + strconv.FormatInt(windowMs/1000, 10)
+}
+
+// RuleName names any rule as ItemName does a window, and a calendar quota
+// policy/day, policy/week or policy/month, one rule or many: a quota's
+// name says it is one.
+func RuleName(policy string, rules int, period limiter.Period, windowMs int64) string {
+	if period != "" {
+		return policy + "/" + string(period)
+	}
+	return ItemName(policy, rules, windowMs)
 }
 
 // SetHeaders writes the IETF httpapi draft's RateLimit-Policy and RateLimit
@@ -80,8 +92,14 @@ func SetHeaders(h http.Header, p *Policy, d limiter.Decision) {
 // Fields are the values of the RateLimit and RateLimit-Policy fields for d,
 // a decision under p, one item per rule: r is the rule's remaining, t the
 // seconds until its oldest entry slides out (rounded up; 0 when empty); q
-// and w are its limit and window in seconds.
+// and w are its limit and window in seconds. For a calendar quota, w is the
+// length of the period holding now (a month's, a DST day's 23 or 25 hours)
+// and t the seconds to its end.
 func (p *Policy) Fields(d limiter.Decision) (rateLimit, rateLimitPolicy string) {
+	rateLimitPolicy = p.header
+	if rateLimitPolicy == "" && len(d.Rules) == len(p.items) {
+		rateLimitPolicy = p.policyField(d)
+	}
 	b := make([]byte, 0, 32*len(d.Rules))
 	for i, r := range d.Rules {
 		if i > 0 {
@@ -93,7 +111,24 @@ func (p *Policy) Fields(d limiter.Decision) (rateLimit, rateLimitPolicy string) 
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, (r.ResetMs+999)/1000, 10)
 	}
-	return string(b), p.header
+	return string(b), rateLimitPolicy
+}
+
+// policyField is the RateLimit-Policy field of a policy with quotas, whose
+// periods' lengths d reports.
+func (p *Policy) policyField(d limiter.Decision) string {
+	b := make([]byte, 0, 32*len(d.Rules))
+	for i, r := range d.Rules {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, p.items[i]...)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, int64(r.Limit), 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, max(r.WindowMs, r.PeriodMs)/1000, 10)
+	}
+	return string(b)
 }
 
 // RetryAfter rounds a wait up to the whole seconds Retry-After carries.
@@ -101,12 +136,14 @@ func RetryAfter(ms int64) string {
 	return strconv.FormatInt((ms+999)/1000, 10)
 }
 
-// RuleBody is one rule's state in an answer.
+// RuleBody is one rule's state in an answer: a window rule's windowMs, or
+// a calendar quota's period ("day", "week", "month").
 type RuleBody struct {
-	Limit     int   `json:"limit"`
-	WindowMs  int64 `json:"windowMs"`
-	Count     int   `json:"count"`
-	Remaining int   `json:"remaining"`
+	Limit     int            `json:"limit"`
+	WindowMs  int64          `json:"windowMs,omitempty"`
+	Period    limiter.Period `json:"period,omitempty"`
+	Count     int            `json:"count"`
+	Remaining int            `json:"remaining"`
 }
 
 // DecisionBody is a decision as the check API answers it (SPEC §3); its
@@ -114,18 +151,21 @@ type RuleBody struct {
 // may pass: a shadow policy's would-deny is allowed, with WouldDeny and the
 // would-be RetryAfterMs (SPEC §9).
 type DecisionBody struct {
-	Allowed      bool       `json:"allowed"`
-	Key          string     `json:"key"`
-	Policy       string     `json:"policy"`
-	Count        int        `json:"count"`
-	Limit        int        `json:"limit"`
-	Remaining    int        `json:"remaining"`
-	WindowMs     int64      `json:"windowMs"`
-	NowMs        int64      `json:"nowMs"`
-	OldestMs     *int64     `json:"oldestMs"`
-	RetryAfterMs int64      `json:"retryAfterMs"`
-	ID           *string    `json:"id"`
-	Rules        []RuleBody `json:"rules"`
+	Allowed   bool   `json:"allowed"`
+	Key       string `json:"key"`
+	Policy    string `json:"policy"`
+	Count     int    `json:"count"`
+	Limit     int    `json:"limit"`
+	Remaining int    `json:"remaining"`
+	WindowMs  int64  `json:"windowMs"`
+	// Period names the binding rule's period when it is a calendar quota,
+	// whose windowMs is 0.
+	Period       limiter.Period `json:"period,omitempty"`
+	NowMs        int64          `json:"nowMs"`
+	OldestMs     *int64         `json:"oldestMs"`
+	RetryAfterMs int64          `json:"retryAfterMs"`
+	ID           *string        `json:"id"`
+	Rules        []RuleBody     `json:"rules"`
 	// Cached marks a denial (or would-deny) answered by the local deny cache.
 	Cached bool `json:"cached,omitempty"`
 	// Shadow marks every decision of a shadow policy.
@@ -147,7 +187,7 @@ func NewDecisionBody(d limiter.Decision) DecisionBody {
 	b := d.Bound()
 	out := DecisionBody{
 		Allowed: !d.Denied(), Key: d.Key, Policy: d.Policy,
-		Count: b.Count, Limit: b.Limit, Remaining: b.Remaining, WindowMs: b.WindowMs,
+		Count: b.Count, Limit: b.Limit, Remaining: b.Remaining, WindowMs: b.WindowMs, Period: b.Period,
 		NowMs: d.NowMs, RetryAfterMs: d.RetryAfterMs,
 		Rules:  make([]RuleBody, len(d.Rules)),
 		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
@@ -160,7 +200,7 @@ func NewDecisionBody(d limiter.Decision) DecisionBody {
 		out.ID = &d.ID
 	}
 	for i, r := range d.Rules {
-		out.Rules[i] = RuleBody{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining}
+		out.Rules[i] = RuleBody{Limit: r.Limit, WindowMs: r.WindowMs, Period: r.Period, Count: r.Count, Remaining: r.Remaining}
 	}
 	return out
 }
@@ -214,7 +254,7 @@ func writeDenied(w http.ResponseWriter, status int, d limiter.Decision) {
 	var violated []string
 	for _, r := range d.Rules {
 		if r.Violated {
-			violated = append(violated, ItemName(d.Policy, len(d.Rules), r.WindowMs))
+			violated = append(violated, RuleName(d.Policy, len(d.Rules), r.Period, r.WindowMs))
 		}
 	}
 	h := w.Header()

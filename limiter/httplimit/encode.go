@@ -30,6 +30,10 @@ func (b DecisionBody) AppendMembers(dst []byte) []byte {
 	dst = appendInt(dst, `,"limit":`, int64(b.Limit))
 	dst = appendInt(dst, `,"remaining":`, int64(b.Remaining))
 	dst = appendInt(dst, `,"windowMs":`, b.WindowMs)
+	if b.Period != "" {
+		dst = append(dst, `,"period":`...)
+		dst = appendString(dst, string(b.Period))
+	}
 	dst = appendInt(dst, `,"nowMs":`, b.NowMs)
 	dst = append(dst, `,"oldestMs":`...)
 	if b.OldestMs == nil {
@@ -54,7 +58,13 @@ func (b DecisionBody) AppendMembers(dst []byte) []byte {
 				dst = append(dst, ',')
 			}
 			dst = appendInt(dst, `{"limit":`, int64(r.Limit))
-			dst = appendInt(dst, `,"windowMs":`, r.WindowMs)
+			if r.WindowMs != 0 {
+				dst = appendInt(dst, `,"windowMs":`, r.WindowMs)
+			}
+			if r.Period != "" {
+				dst = append(dst, `,"period":`...)
+				dst = appendString(dst, string(r.Period))
+			}
 			dst = appendInt(dst, `,"count":`, int64(r.Count))
 			dst = appendInt(dst, `,"remaining":`, int64(r.Remaining))
 			dst = append(dst, '}')

@@ -43,7 +43,13 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 			b.Rules = make([]RuleBody, n)
 			for j := range b.Rules {
 				b.Rules[j] = RuleBody{Limit: r.IntN(1000), WindowMs: r.Int64N(1e7), Count: r.IntN(1000), Remaining: r.IntN(1000)}
+				if r.IntN(3) == 0 { // a calendar quota
+					b.Rules[j].WindowMs, b.Rules[j].Period = 0, []limiter.Period{limiter.Day, limiter.Week, limiter.Month}[r.IntN(3)]
+				}
 			}
+		}
+		if r.IntN(3) == 0 {
+			b.WindowMs, b.Period = 0, limiter.Month
 		}
 		check(t, i, b, b.AppendJSON([]byte("x"))[1:])
 		d := DeniedBody{Type: pick(), Title: pick(), Status: 400 + r.IntN(200), Detail: pick(), DecisionBody: b}

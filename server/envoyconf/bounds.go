@@ -58,10 +58,11 @@ func (b *builder) fallBack(p *parser, l *Limit, y *yamlLimit, d limiter.Descript
 // its limit is more than it can keep: such a limit, an override's, is
 // decided by envoyAlgorithm, as a file's would be. (An override's limit
 // beyond the other algorithms' exact bound is left to them: it cannot be
-// refused, and they keep a few numbers whatever the limit.)
+// refused, and they keep a few numbers whatever the limit.) A calendar
+// quota is a counter under any algorithm: no limit of one is too large.
 func cannotHold(p limiter.Policy) bool {
 	d, ok := limiter.Describe(p.AlgorithmName())
-	return ok && d.Entries && slices.ContainsFunc(p.Rules, func(r limiter.Rule) bool { return r.Limit > d.ExactLimit })
+	return ok && d.Entries && slices.ContainsFunc(p.Rules, func(r limiter.Rule) bool { return r.Period == "" && r.Limit > d.ExactLimit })
 }
 
 // takes says what bounds an algorithm: "the log keeps" (an entry per

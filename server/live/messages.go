@@ -26,9 +26,12 @@ type helloMsg struct {
 	Shadow    bool              `json:"shadow"`
 }
 
+// policyRule is a rule of a policy: its window, or a calendar quota's
+// period ("day", "week", "month").
 type policyRule struct {
-	Limit    int   `json:"limit"`
-	WindowMs int64 `json:"windowMs"`
+	Limit    int            `json:"limit"`
+	WindowMs int64          `json:"windowMs,omitempty"`
+	Period   limiter.Period `json:"period,omitempty"`
 }
 
 func helloMessage(instance, key string, p limiter.Policy, tickMs int64) []byte {
@@ -37,7 +40,7 @@ func helloMessage(instance, key string, p limiter.Policy, tickMs int64) []byte {
 		Algorithm: p.AlgorithmName(), Shadow: p.Shadow,
 	}
 	for _, r := range p.Rules {
-		m.Rules = append(m.Rules, policyRule{Limit: r.Limit, WindowMs: r.WindowMs()})
+		m.Rules = append(m.Rules, policyRule{Limit: r.Limit, WindowMs: r.WindowMs(), Period: r.Period})
 	}
 	return encode(m)
 }
@@ -88,27 +91,45 @@ type Entry struct {
 // RuleState is one rule's state in a window: its counts and, for every
 // algorithm but the log, the algorithm's own state as a member named for it
 // (e.g. "gcra": {"tatMs", "emissionIntervalMs"}), in the wire form its
-// limiter.State defines.
+// limiter.State defines. A calendar quota has a period instead of a window,
+// the length of the one holding now (PeriodMs) and the time to its end
+// (ResetMs).
 type RuleState struct {
 	Limit     int
 	WindowMs  int64
+	Period    limiter.Period
+	PeriodMs  int64
+	ResetMs   int64
 	Count     int
 	Remaining int
 	State     limiter.State
 }
 
 // MarshalJSON writes {"limit", "windowMs", "count", "remaining"} and the
-// algorithm's member.
+// algorithm's member; for a quota {"limit", "period", "count", "remaining",
+// "periodMs", "resetMs"}.
 func (r RuleState) MarshalJSON() ([]byte, error) {
 	b := make([]byte, 0, 160)
 	b = append(b, `{"limit":`...)
 	b = strconv.AppendInt(b, int64(r.Limit), 10)
-	b = append(b, `,"windowMs":`...)
-	b = strconv.AppendInt(b, r.WindowMs, 10)
+	if r.Period != "" {
+		b = append(b, `,"period":"`...)
+		b = append(b, r.Period...) // day, week or month
+		b = append(b, '"')
+	} else {
+		b = append(b, `,"windowMs":`...)
+		b = strconv.AppendInt(b, r.WindowMs, 10)
+	}
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, int64(r.Count), 10)
 	b = append(b, `,"remaining":`...)
 	b = strconv.AppendInt(b, int64(r.Remaining), 10)
+	if r.Period != "" {
+		b = append(b, `,"periodMs":`...)
+		b = strconv.AppendInt(b, r.PeriodMs, 10)
+		b = append(b, `,"resetMs":`...)
+		b = strconv.AppendInt(b, r.ResetMs, 10)
+	}
 	if r.State != nil {
 		state, err := json.Marshal(r.State)
 		if err != nil {
@@ -133,7 +154,10 @@ func NewWindowState(w limiter.Window) WindowState {
 		out.Entries[i] = Entry{ID: e.ID, Ms: e.Ms}
 	}
 	for i, r := range w.Rules {
-		out.Rules[i] = RuleState{Limit: r.Limit, WindowMs: r.WindowMs, Count: r.Count, Remaining: r.Remaining, State: r.State}
+		out.Rules[i] = RuleState{
+			Limit: r.Limit, WindowMs: r.WindowMs, Period: r.Period, PeriodMs: r.PeriodMs, ResetMs: r.ResetMs,
+			Count: r.Count, Remaining: r.Remaining, State: r.State,
+		}
 	}
 	return out
 }

@@ -114,7 +114,7 @@ func neverStatus(p limiter.Policy) *rlsv3.RateLimitResponse_DescriptorStatus {
 	}
 	return &rlsv3.RateLimitResponse_DescriptorStatus{
 		Code:               rlsv3.RateLimitResponse_OVER_LIMIT,
-		CurrentLimit:       currentLimit(p.Name, len(p.Rules), limiter.RuleState{Limit: r.Limit, WindowMs: r.WindowMs()}),
+		CurrentLimit:       currentLimit(p.Name, len(p.Rules), limiter.RuleState{Limit: r.Limit, WindowMs: r.WindowMs(), Period: r.Period}),
 		DurationUntilReset: durationpb.New(0),
 	}
 }
@@ -130,11 +130,26 @@ var units = []struct {
 	{rlsv3.RateLimitResponse_RateLimit_SECOND, 1000},
 }
 
+// periodUnits are Envoy's units of the calendar quotas' periods.
+var periodUnits = map[limiter.Period]rlsv3.RateLimitResponse_RateLimit_Unit{
+	limiter.Day:   rlsv3.RateLimitResponse_RateLimit_DAY,
+	limiter.Week:  rlsv3.RateLimitResponse_RateLimit_WEEK,
+	limiter.Month: rlsv3.RateLimitResponse_RateLimit_MONTH,
+}
+
 // currentLimit expresses a rule in Envoy's terms: the largest unit that
 // divides its window exactly (SECOND when none does), and the limit scaled to
-// that unit, rounded up — 37/30s is 2 per SECOND, 5/60s is 5 per MINUTE.
-// The name is the rule's item name in the RateLimit headers.
+// that unit, rounded up — 37/30s is 2 per SECOND, 5/60s is 5 per MINUTE; a
+// calendar quota is its limit per DAY, WEEK or MONTH. The name is the
+// rule's item name in the RateLimit headers.
 func currentLimit(policy string, rules int, r limiter.RuleState) *rlsv3.RateLimitResponse_RateLimit {
+	if unit, ok := periodUnits[r.Period]; ok {
+		return &rlsv3.RateLimitResponse_RateLimit{
+			Name:            httplimit.RuleName(policy, rules, r.Period, 0),
+			RequestsPerUnit: clampUint32(int64(r.Limit)),
+			Unit:            unit,
+		}
+	}
 	u := units[len(units)-1]
 	for _, c := range units {
 		if r.WindowMs > 0 && r.WindowMs%c.ms == 0 {

@@ -52,6 +52,15 @@ func TestCurrentLimit(t *testing.T) {
 	if got := currentLimit("login", 2, limiter.RuleState{Limit: 20, WindowMs: 3_600_000}).GetName(); got != "login/3600" {
 		t.Errorf("name of a rule of a two-rule policy: %q, want login/3600", got)
 	}
+	// A calendar quota is its limit per its period, named for it.
+	for pd, unit := range map[limiter.Period]rlsv3.RateLimitResponse_RateLimit_Unit{
+		limiter.Day: day, limiter.Week: rlsv3.RateLimitResponse_RateLimit_WEEK, limiter.Month: rlsv3.RateLimitResponse_RateLimit_MONTH,
+	} {
+		got := currentLimit("plan", 1, limiter.RuleState{Limit: 100_000, Period: pd, PeriodMs: 743 * 3_600_000})
+		if got.GetRequestsPerUnit() != 100_000 || got.GetUnit() != unit || got.GetName() != "plan/"+string(pd) {
+			t.Errorf("100000/%s: %d per %v named %q", pd, got.GetRequestsPerUnit(), got.GetUnit(), got.GetName())
+		}
+	}
 }
 
 // TestTranslate maps by domain and exact keys in order, and reads the cost.

@@ -1,0 +1,18 @@
+package limiter
+
+import "time"
+
+// WithCalendar, for tests, sets the clock quota periods are computed
+// around: now (nil: the machine's) stands for the server's clock, and shift
+// is added to Redis's to get the calendar's — a test shifts the calendar so
+// a period ends seconds from now, on Redis's clock, instead of waiting for
+// a midnight.
+func WithCalendar(now func() time.Time, shift time.Duration) Option {
+	return func(l *Limiter) { l.cal = calendar{now: now, shift: shift} }
+}
+
+// QuotaKey, for tests, names the counter of key's quota of period pd under
+// p for the period starting at startMs, as the scripts are given it.
+func QuotaKey(key string, p Policy, pd Period, startMs int64) string {
+	return quotaKey(key, p, pd, startMs)
+}
