@@ -45,25 +45,25 @@ type overridesAPI struct {
 // overrideJSON is one stored override: of key or of prefix, its rules as
 // the policy reads them, its note and when it was last set.
 type overrideJSON struct {
-	Policy    string          `json:"policy"`
-	Key       string          `json:"key,omitempty"`
-	Prefix    string          `json:"prefix,omitempty"`
+	Policy    string           `json:"policy"`
+	Key       string           `json:"key,omitempty"`
+	Prefix    string           `json:"prefix,omitempty"`
 	Rules     []policyRuleJSON `json:"rules"`
-	Note      string          `json:"note"`
-	UpdatedMs int64           `json:"updatedMs"`
+	Note      string           `json:"note"`
+	UpdatedMs int64            `json:"updatedMs"`
 }
 
 // appliedJSON answers which override applies to one key: match says how
 // (key, prefix or none), rules are those in force for it — the override's,
 // or the policy's own when none applies.
 type appliedJSON struct {
-	Policy    string          `json:"policy"`
-	Key       string          `json:"key"`
-	Match     tenants.Match   `json:"match"`
-	Prefix    string          `json:"prefix,omitempty"`
+	Policy    string           `json:"policy"`
+	Key       string           `json:"key"`
+	Match     tenants.Match    `json:"match"`
+	Prefix    string           `json:"prefix,omitempty"`
 	Rules     []policyRuleJSON `json:"rules"`
-	Note      *string         `json:"note,omitempty"`
-	UpdatedMs *int64          `json:"updatedMs,omitempty"`
+	Note      *string          `json:"note,omitempty"`
+	UpdatedMs *int64           `json:"updatedMs,omitempty"`
 }
 
 type overridesJSON struct {
