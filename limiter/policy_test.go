@@ -118,6 +118,8 @@ func TestParsePolicyAlgorithmAndShadow(t *testing.T) {
 		{"login=5/15m+lock=15m", limiter.Log, false, "login=5/15m+lock=15m"},
 		{"g=5/1m+lock=90s@gcra+shadow", limiter.GCRA, true, "g=5/1m@gcra+shadow+lock=90s"},
 		{"h=5/1m + lock = 24h", limiter.Log, false, "h=5/1m+lock=24h"},
+		// Whole days, as people write them: sliding days.
+		{"i=5/1d,20/7d", limiter.Log, false, "i=5/24h,20/168h"},
 		// Calendar quotas: after the windows, day, week, month; a zone.
 		{"api=100000/month,10/1s+tz=America/New_York", limiter.Log, false, "api=10/1s,100000/month+tz=America/New_York"},
 		{"i=5/month,3/week,2/day,9/1h@gcra", limiter.GCRA, false, "i=9/1h,2/day,3/week,5/month@gcra"},
@@ -171,6 +173,8 @@ func TestParsePolicyErrors(t *testing.T) {
 		{"login=5/1m+lock=1500ms", `option "+lock=1500ms"`},
 		{"login=5/1m+lock=soon", `option "+lock=soon"`},
 		{"login=5/1m+lock=1m+lock=2m", `option +lock appears twice`},
+		{"login=5/8d", `window must be`},
+		{"login=5/0d", `window must be`},
 		{"login=100001/1m@log", "from 1 to 100000 for @log"},
 		{"login=10000001/1m@gcra", "from 1 to 10000000 for @gcra"},
 		{"login=0/1m@bucket", `rule "0/1m": limit must be a whole number from 1 to 10000000`},
