@@ -26,6 +26,7 @@ type parts struct {
 	overview *overview.Overview // the traffic of every policy, across instances
 	ready    *readiness.Monitor // whether Redis accepts writes: /readyz
 	tenants  *tenants.Store     // per-client overrides of the policies' rules
+	inForce  rulesInForce       // which rules decide a key: what the page and overview show
 	metrics  *metrics
 	log      *slog.Logger
 

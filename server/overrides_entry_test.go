@@ -301,6 +301,16 @@ func describeOverrides(t *testing.T, router routers.Router, app *apptest.App, ap
 			t.Errorf("check %d under the override: %s", i+1, x.respBody)
 		}
 	}
+	// The window and the overview name the override in force.
+	for _, x := range []exchange{
+		call(t, "GET", app.URL+"/api/v1/window?key=oa-ov&policy=login", "", api...),
+		call(t, "GET", app.URL+"/api/v1/overview?policy=login", "", admin...),
+	} {
+		must(t, router, 200, x)
+		if !strings.Contains(string(x.respBody), `"override":"key"`) {
+			t.Errorf("%s under the override: %s", x.req.URL.Path, x.respBody)
+		}
+	}
 	must(t, router, 204, call(t, "DELETE", overrideURL(app, "login", "key", "oa-ov"), "", admin...))
 	must(t, router, 404, call(t, "DELETE", overrideURL(app, "login", "key", "oa-ov"), "", admin...))
 	must(t, router, 400, call(t, "DELETE", overrideURL(app, "login"), "", admin...))

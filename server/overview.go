@@ -98,7 +98,7 @@ func handleOverviewPage(o overviewAPI, shell pageShell) echo.HandlerFunc {
 func overviewRows(rows []overview.Row) []views.OverviewRow {
 	out := make([]views.OverviewRow, len(rows))
 	for i, r := range rows {
-		out[i] = views.OverviewRow{Key: r.Key, Checks: r.Checks, Denied: r.Denied}
+		out[i] = views.OverviewRow{Key: r.Key, Checks: r.Checks, Denied: r.Denied, Override: r.Override}
 	}
 	return out
 }

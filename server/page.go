@@ -10,6 +10,7 @@ import (
 
 	"github.com/ratescope/ratescope/internal/redisdata"
 	"github.com/ratescope/ratescope/limiter"
+	"github.com/ratescope/ratescope/server/live"
 	"github.com/ratescope/ratescope/static"
 	"github.com/ratescope/ratescope/views"
 )
@@ -31,8 +32,9 @@ func render(c echo.Context, page templ.Component) error {
 	return page.Render(c.Request().Context(), c.Response())
 }
 
-// handlePage renders the visualizer for ?key=&policy= (default demo/demo).
-func handlePage(store *configStore, shell pageShell) echo.HandlerFunc {
+// handlePage renders the visualizer for ?key=&policy= (default demo/demo),
+// with the override in force for the key (resolve: rulesInForce.live).
+func handlePage(store *configStore, resolve func(key string, p limiter.Policy) (limiter.Policy, *live.Override), shell pageShell) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		p, err := readParams(c, fieldKey, fieldPolicy)
 		if err != nil {
@@ -52,19 +54,30 @@ func handlePage(store *configStore, shell pageShell) echo.HandlerFunc {
 		}
 		policies := make([]views.Policy, len(set.policies))
 		for i, p := range set.policies {
-			policies[i] = views.Policy{Name: p.Name, Algorithm: string(p.Policy.AlgorithmName()), Shadow: p.Shadow}
-			for _, r := range p.Rules {
-				policies[i].Rules = append(policies[i].Rules, views.Rule{
-					Limit: r.Limit, WindowMs: r.WindowMs(), Label: ruleLabel(r), Period: string(r.Period),
-				})
+			policies[i] = views.Policy{
+				Name: p.Name, Algorithm: string(p.Policy.AlgorithmName()), Shadow: p.Shadow,
+				Rules: viewRules(p.Rules), Timezone: p.Timezone,
 			}
 		}
+		var override *views.Override
+		if _, o := resolve(key, pol.Policy.Policy); o != nil {
+			override = &views.Override{Label: o.Label, Rules: viewRules(o.Rules), Note: o.Note}
+		}
 		return render(c, views.IndexPage(views.Page{
-			Key: key, Policy: pol.Name, Policies: policies,
+			Key: key, Policy: pol.Name, Policies: policies, Override: override,
 			TickMs: shell.tickMs, Instance: shell.instance, AssetVersion: shell.instance,
 			Facts: pageFacts,
 		}))
 	}
+}
+
+// viewRules are rules as the page shows them.
+func viewRules(rules []limiter.Rule) []views.Rule {
+	out := make([]views.Rule, len(rules))
+	for i, r := range rules {
+		out[i] = views.Rule{Limit: r.Limit, WindowMs: r.WindowMs(), Label: ruleLabel(r), Period: string(r.Period)}
+	}
+	return out
 }
 
 // ruleLabel names a rule for people: "5 per 10s", "100000 per month".

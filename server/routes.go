@@ -11,7 +11,7 @@ import (
 // handler uses.
 func routes(e *echo.Echo, p *parts) {
 	redis := redisCalls{timeout: p.checkTimeout, errors: p.metrics.redisErrors}
-	windows := windowAPI{store: p.store, auth: p.auth, lim: p.lim, redis: redis}
+	windows := windowAPI{store: p.store, auth: p.auth, lim: p.lim, redis: redis, resolve: p.checker.PolicyFor}
 	streams := streams{live: p.live, origins: p.origins, store: p.store, viewers: p.viewers, refused: p.metrics.wsRefused}
 	shell := pageShell{tickMs: p.tickInterval.Milliseconds(), instance: p.instance}
 	overview := overviewAPI{store: p.store, auth: p.auth, ov: p.overview}
@@ -47,7 +47,7 @@ func routes(e *echo.Echo, p *parts) {
 	e.Any(forwardAuthPrefix, forwardAuth)
 	e.Any(forwardAuthPrefix+"/*", forwardAuth)
 
-	e.GET("/", handlePage(p.store, shell))
+	e.GET("/", handlePage(p.store, p.inForce.live, shell))
 	e.GET("/lab", handleLabPage(lab, shell))
 	e.GET("/overview", handleOverviewPage(overview, shell))
 	e.GET("/static/*", handleStatic())

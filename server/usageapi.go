@@ -46,10 +46,11 @@ type usageRuleJSON struct {
 // applies — consuming nothing. It needs what reading a window needs.
 func handleUsage(w windowAPI, ten *tenants.Store) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		key, pol, err := w.params(c, false)
+		key, base, err := w.params(c, false)
 		if err != nil {
 			return err
 		}
+		pol := base.Policy
 		var applied *overrideJSON
 		if o, match := ten.Lookup(pol.Name, key); match != tenants.MatchNone {
 			if rules, err := tenants.ParseRules(pol, o.Rules); err == nil {

@@ -95,11 +95,15 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *
 	ready *readiness.Monitor, m *metrics, log *slog.Logger) *parts {
 	instance := uuid.NewString()[:8]
 	recent := labRecent{rdb: rdb, timeout: cfg.CheckTimeout}
+	inForce := rulesInForce{store: store, ten: ten}
 	// The live view comes first: every entry point's checks report to it.
+	// Its viewers see windows under the rules in force, and hear of every
+	// change of an override this instance applies.
 	view := live.New(live.Deps{
 		Redis:          rdb,
 		ReadWindows:    lim.Windows,
 		Policy:         store.lookup,
+		Resolve:        inForce.live,
 		LabRequests:    recent.read,
 		Instance:       instance,
 		TickInterval:   cfg.TickInterval,
@@ -108,6 +112,7 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *
 		Log:            log,
 		Metrics:        m.live(),
 	})
+	ten.OnChange(view.OverrideChanged)
 	// The overview counts every check too, on this instance, with no Redis.
 	traffic := overview.New(overview.Deps{
 		Redis:    rdb,
@@ -116,6 +121,7 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *
 		Policies: store.policies,
 		Watched:  view.OverviewWatched,
 		Publish:  view.PublishOverview,
+		Override: inForce.label,
 		Timeout:  cfg.CheckTimeout,
 		Log:      log,
 	})
@@ -132,7 +138,7 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *
 		Resolve: ten.Resolve, // every entry point decides with the overrides
 	}
 	return &parts{
-		store: store, checker: checker, lim: lim, rdb: rdb, live: view, overview: traffic, ready: ready, tenants: ten,
+		store: store, checker: checker, lim: lim, rdb: rdb, live: view, overview: traffic, ready: ready, tenants: ten, inForce: inForce,
 		auth:    authorizer{adminToken: cfg.AdminToken, apiToken: cfg.APIToken, publicLab: cfg.PublicLab},
 		metrics: m, log: log,
 		instance: instance, tickInterval: cfg.TickInterval, checkTimeout: cfg.CheckTimeout,

@@ -34,7 +34,7 @@ func handleWS(w windowAPI, s streams) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		return s.accept(c, func(conn *websocket.Conn) { s.live.Serve(conn, key, pol) })
+		return s.accept(c, func(conn *websocket.Conn) { s.live.Serve(conn, key, pol.Policy) })
 	}
 }
 

@@ -3,6 +3,7 @@ package views
 import (
 	"net/url"
 	"strconv"
+	"strings"
 )
 
 // OverviewPage is everything OverviewPage needs: every policy's rates and
@@ -27,10 +28,22 @@ type OverviewPolicy struct {
 	Allowed, Denied, ShadowDenied, Cached float64
 }
 
-// OverviewRow is one client of a top list over the last minute.
+// OverviewRow is one client of a top list over the last minute, and the
+// per-client override in force for it ("key" or "prefix:<prefix>"; empty:
+// its policy's own rules).
 type OverviewRow struct {
 	Key            string
 	Checks, Denied int64
+	Override       string
+}
+
+// overrideTitle says what a row's override mark means, as the script
+// writes it too.
+func overrideTitle(label string) string {
+	if prefix, ok := strings.CutPrefix(label, "prefix:"); ok {
+		return "Its own rules: the override of every key starting with " + prefix
+	}
+	return "Its own rules: an override of this key"
 }
 
 // windowURL is the live page of key's window under policy.

@@ -27,6 +27,34 @@ type Policy struct {
 	Rules     []Rule `json:"rules"`
 	Algorithm string `json:"algorithm"`
 	Shadow    bool   `json:"shadow"`
+	// Timezone is the zone its calendar quotas count in; empty: UTC.
+	Timezone string `json:"timezone,omitempty"`
+}
+
+// Override is the per-client override in force for the shown key: its
+// label ("key" for the key's own, "prefix:<prefix>" for a prefix's), the
+// rules it gives the key instead of the policy's, and its note.
+type Override struct {
+	Label string
+	Rules []Rule
+	Note  string
+}
+
+// Text says what the override is, as the page's script writes it too:
+// "override for prefix acme: — 1000 per 1m, 20000 per 24h — enterprise plan".
+func (o *Override) Text() string {
+	if o == nil {
+		return ""
+	}
+	who := "this key"
+	if prefix, ok := strings.CutPrefix(o.Label, "prefix:"); ok {
+		who = "prefix " + prefix
+	}
+	s := "override for " + who + " — " + rulesLabel(Policy{Rules: o.Rules})
+	if o.Note != "" {
+		s += " — " + o.Note
+	}
+	return s
 }
 
 // Algorithm is one algorithm as the pages show it: its name, what people
@@ -144,9 +172,11 @@ func countLabel(a Algorithm) string {
 // first (the server defaults them to demo/demo); the page's script then
 // follows the WebSocket stream of that window.
 type Page struct {
-	Key          string
-	Policy       string
-	Policies     []Policy
+	Key      string
+	Policy   string
+	Policies []Policy
+	// Override is the override in force for Key under Policy; nil: none.
+	Override     *Override
 	TickMs       int64  // server tick interval, so the script can spot a silent socket
 	Instance     string // id of the instance that rendered the page
 	AssetVersion string // appended as ?v= to static URLs so deploys bust caches
@@ -163,18 +193,48 @@ func (p Page) selected() (Policy, bool) {
 	return Policy{}, false
 }
 
-// minLimit is the smallest limit of the preselected policy: the one that
-// binds first, shown as the count's denominator until the stream says more.
+// rules are the rules in force for the shown key: the override's, or the
+// preselected policy's.
+func (p Page) rules() []Rule {
+	if p.Override != nil {
+		return p.Override.Rules
+	}
+	return p.shown().Rules
+}
+
+// minLimit is the smallest limit of the rules in force: the one that binds
+// first, shown as the count's denominator until the stream says more.
 func (p Page) minLimit() string {
-	pol, ok := p.selected()
-	if !ok || len(pol.Rules) == 0 {
+	rules := p.rules()
+	if len(rules) == 0 {
 		return "–"
 	}
-	m := pol.Rules[0].Limit
-	for _, r := range pol.Rules[1:] {
+	m := rules[0].Limit
+	for _, r := range rules[1:] {
 		m = min(m, r.Limit)
 	}
 	return strconv.Itoa(m)
+}
+
+// quotas are the calendar quotas in force for the shown key, each drawn as
+// a bar with its reset.
+func (p Page) quotas() []Rule {
+	var out []Rule
+	for _, r := range p.rules() {
+		if r.Period != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// quotaName names a quota's period as its bar does: "today", "this week",
+// "this month".
+func quotaName(period string) string {
+	if period == "day" {
+		return "today"
+	}
+	return "this " + period
 }
 
 // raceModes are the race's modes in the order the race panel shows them:

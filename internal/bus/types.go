@@ -19,8 +19,11 @@ const (
 	// kind says which), from any instance.
 	TypeAdjustment = "adjustment"
 	TypeViewers    = "viewers"
-	TypeLab        = "lab"      // one lab request under every algorithm (SPEC §8)
-	TypeLabReset   = "labReset" // a lab's windows were emptied
+	// TypeOverride tells a window's viewers that the per-client override in
+	// force for it changed: the rules in force now, and the override.
+	TypeOverride = "override"
+	TypeLab      = "lab"      // one lab request under every algorithm (SPEC §8)
+	TypeLabReset = "labReset" // a lab's windows were emptied
 	// TypeLabSnapshot carries a lab's recent requests to a viewer that joins.
 	TypeLabSnapshot = "labSnapshot"
 	// TypeOverview is every policy's rates and one policy's top clients, on

@@ -3,6 +3,7 @@
 // refunds and settles of every instance, which travel between instances through Redis Pub/Sub.
 //
 // One file per concern: events.go takes events in, clock.go reads Redis's clock,
+// overrides.go follows the per-client overrides of watched windows,
 // snapshots.go reads windows (turns.go for large audiences, budget.go keeps the
 // reads within a budget, reads.go shares them), presence.go counts viewers across
 // instances, bus.go is the Redis Pub/Sub bridge, stream.go writes one viewer's
@@ -45,6 +46,11 @@ type Deps struct {
 	ReadWindows func(ctx context.Context, ws []limiter.WindowOf) ([]limiter.Window, []error)
 	// Policy looks a policy up by name; policies may change while the server runs.
 	Policy func(name string) (limiter.Policy, bool)
+	// Resolve is the policy in force for key under p: p with the rules of
+	// the per-client override that applies, and that override, or p itself
+	// and nil. Viewers see the window under those rules (Override). Nil:
+	// no overrides.
+	Resolve func(key string, p limiter.Policy) (limiter.Policy, *Override)
 	// LabRequests reads a lab's recent requests, oldest first, for a viewer
 	// that joins; nil sends none.
 	LabRequests func(ctx context.Context, lab string) ([]LabResult, error)
@@ -92,6 +98,7 @@ const (
 	kindSnapshot
 	kindStatus
 	kindOverview
+	kindOverride
 )
 
 // View is the live view of one server process.

@@ -14,16 +14,21 @@ import (
 // encoded once and the same bytes go to every viewer.
 
 type helloMsg struct {
-	Type     string       `json:"type"`
-	Instance string       `json:"instance"`
-	Key      string       `json:"key"`
-	Policy   string       `json:"policy"`
-	Rules    []policyRule `json:"rules"`
-	TickMs   int64        `json:"tickMs"`
+	Type     string `json:"type"`
+	Instance string `json:"instance"`
+	Key      string `json:"key"`
+	Policy   string `json:"policy"`
+	// Rules are those in force for the key: an override's when one applies.
+	Rules  []policyRule `json:"rules"`
+	TickMs int64        `json:"tickMs"`
 	// Algorithm is how the policy keeps its windows (SPEC §8); Shadow marks
 	// a policy whose denials are only reported (SPEC §9).
 	Algorithm limiter.Algorithm `json:"algorithm"`
 	Shadow    bool              `json:"shadow"`
+	// Timezone is the zone the policy's calendar quotas count in.
+	Timezone string `json:"timezone"`
+	// Override is the per-client override in force; null when none applies.
+	Override *overrideJSON `json:"override"`
 }
 
 // policyRule is a rule of a policy: its window, or a calendar quota's
@@ -34,15 +39,61 @@ type policyRule struct {
 	Period   limiter.Period `json:"period,omitempty"`
 }
 
-func helloMessage(instance, key string, p limiter.Policy, tickMs int64) []byte {
-	m := helloMsg{
+func policyRules(rules []limiter.Rule) []policyRule {
+	out := make([]policyRule, len(rules))
+	for i, r := range rules {
+		out[i] = policyRule{Limit: r.Limit, WindowMs: r.WindowMs(), Period: r.Period}
+	}
+	return out
+}
+
+// overrideJSON is an override as viewers read it: its label ("key" or
+// "prefix:<prefix>"), rules, note and when it was last set.
+type overrideJSON struct {
+	Label     string       `json:"label"`
+	Rules     []policyRule `json:"rules"`
+	Note      string       `json:"note"`
+	UpdatedMs int64        `json:"updatedMs"`
+}
+
+func newOverrideJSON(o *Override) *overrideJSON {
+	if o == nil {
+		return nil
+	}
+	return &overrideJSON{Label: o.Label, Rules: policyRules(o.Rules), Note: o.Note, UpdatedMs: o.UpdatedMs}
+}
+
+// timezone names p's zone, UTC unless it names one.
+func timezone(p limiter.Policy) string {
+	if p.Timezone == "" {
+		return "UTC"
+	}
+	return p.Timezone
+}
+
+// helloMessage greets a viewer of key's window under p, the policy in
+// force for it, which override o (nil: none) made.
+func helloMessage(instance, key string, p limiter.Policy, o *Override, tickMs int64) []byte {
+	return encode(helloMsg{
 		Type: bus.TypeHello, Instance: instance, Key: key, Policy: p.Name, TickMs: tickMs,
-		Algorithm: p.AlgorithmName(), Shadow: p.Shadow,
-	}
-	for _, r := range p.Rules {
-		m.Rules = append(m.Rules, policyRule{Limit: r.Limit, WindowMs: r.WindowMs(), Period: r.Period})
-	}
-	return encode(m)
+		Rules: policyRules(p.Rules), Algorithm: p.AlgorithmName(), Shadow: p.Shadow,
+		Timezone: timezone(p), Override: newOverrideJSON(o),
+	})
+}
+
+// overrideMsg tells a window's viewers that the override in force for it
+// changed: the rules in force now, and the override (null: the policy's own
+// rules apply again).
+type overrideMsg struct {
+	Type     string        `json:"type"`
+	Key      string        `json:"key"`
+	Policy   string        `json:"policy"`
+	Rules    []policyRule  `json:"rules"`
+	Override *overrideJSON `json:"override"`
+}
+
+func overrideMessage(w Window, p limiter.Policy, o *Override) []byte {
+	return encode(overrideMsg{Type: bus.TypeOverride, Key: w.Key, Policy: w.Policy, Rules: policyRules(p.Rules), Override: newOverrideJSON(o)})
 }
 
 type statusMsg struct {
@@ -80,6 +131,10 @@ type WindowState struct {
 	WindowMs  int64             `json:"windowMs"`
 	NowMs     int64             `json:"nowMs"`
 	Rules     []RuleState       `json:"rules"`
+	// Override names the per-client override whose rules the window is
+	// counted under ("key" or "prefix:<prefix>"); absent under the
+	// policy's own.
+	Override string `json:"override,omitempty"`
 }
 
 // Entry is one entry of a window: its member and score.
@@ -167,8 +222,12 @@ type snapshotMsg struct {
 	WindowState
 }
 
-func snapshotMessage(w limiter.Window) []byte {
-	return encode(snapshotMsg{Type: bus.TypeSnapshot, WindowState: NewWindowState(w)})
+// snapshotMessage is w's snapshot, read under the rules of the override
+// labelled override ("": the policy's own).
+func snapshotMessage(w limiter.Window, override string) []byte {
+	st := NewWindowState(w)
+	st.Override = override
+	return encode(snapshotMsg{Type: bus.TypeSnapshot, WindowState: st})
 }
 
 type resetMsg struct {

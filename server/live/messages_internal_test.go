@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ratescope/ratescope/limiter"
 )
@@ -33,7 +34,42 @@ func TestQuotaRuleMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := string(helloMessage("i", "acme", p, 100)); !strings.Contains(h, `"rules":[{"limit":10,"windowMs":1000},{"limit":3,"period":"month"}]`) {
+	if h := string(helloMessage("i", "acme", p, nil, 100)); !strings.Contains(h, `"rules":[{"limit":10,"windowMs":1000},{"limit":3,"period":"month"}]`) ||
+		!strings.Contains(h, `"timezone":"Europe/Berlin","override":null}`) {
 		t.Errorf("hello %s", h)
+	}
+}
+
+// TestOverrideMessages: under an override, hello carries the rules in
+// force (the override's) and the override itself — label, rules, note —
+// as does the override message of a change; a snapshot names the override
+// it was counted under, and says nothing of one under the policy's rules.
+func TestOverrideMessages(t *testing.T) {
+	p, err := limiter.ParsePolicy("plan=10/1s,3/month")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &Override{Label: "prefix:acme:", Rules: []limiter.Rule{{Limit: 1000, Window: time.Minute}, {Limit: 50, Period: limiter.Month}}, Note: "enterprise plan", UpdatedMs: 7}
+	in := p
+	in.Rules = o.Rules
+	const rules = `"rules":[{"limit":1000,"windowMs":60000},{"limit":50,"period":"month"}]`
+	const override = `"override":{"label":"prefix:acme:",` + rules + `,"note":"enterprise plan","updatedMs":7}`
+	if h := string(helloMessage("i", "acme:eu", in, o, 100)); !strings.Contains(h, `"policy":"plan",`+rules+`,"tickMs":100`) ||
+		!strings.Contains(h, `"timezone":"UTC",`+override+`}`) {
+		t.Errorf("hello under an override: %s", h)
+	}
+	w := Window{Key: "acme:eu", Policy: "plan"}
+	if m := string(overrideMessage(w, in, o)); m != `{"type":"override","key":"acme:eu","policy":"plan",`+rules+`,`+override+`}` {
+		t.Errorf("override message: %s", m)
+	}
+	if m := string(overrideMessage(w, p, nil)); m != `{"type":"override","key":"acme:eu","policy":"plan","rules":[{"limit":10,"windowMs":1000},{"limit":3,"period":"month"}],"override":null}` {
+		t.Errorf("override message once it is gone: %s", m)
+	}
+	win := limiter.Window{Key: "acme:eu", Policy: "plan", Algorithm: limiter.Log, Rules: []limiter.RuleState{{Limit: 1000, WindowMs: 60000}}}
+	if s := string(snapshotMessage(win, "prefix:acme:")); !strings.HasSuffix(s, `,"override":"prefix:acme:"}`) {
+		t.Errorf("snapshot under an override: %s", s)
+	}
+	if s := string(snapshotMessage(win, "")); strings.Contains(s, "override") {
+		t.Errorf("snapshot under the policy's rules: %s", s)
 	}
 }

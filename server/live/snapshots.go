@@ -353,18 +353,22 @@ func (v *View) snapshot(w Window, since time.Time) ([]byte, bool) {
 }
 
 // readSnapshots reads windows as snapshot messages, in one round trip, with
-// the entries each returned.
+// the entries each returned. Each is read under the rules in force for its
+// key: an override's when one applies.
 func (v *View) readSnapshots(ctx context.Context, ws []Window) ([][]byte, []int, []error) {
 	msgs, entries, errs := make([][]byte, len(ws)), make([]int, len(ws)), make([]error, len(ws))
 	reads := make([]limiter.WindowOf, 0, len(ws))
 	at := make([]int, 0, len(ws))
+	overrides := make([]string, 0, len(ws))
 	for i, w := range ws {
 		p, ok := v.d.Policy(w.Policy)
 		if !ok {
 			errs[i] = errUnknownPolicy
 			continue
 		}
+		p, o := v.inForce(w.Key, p)
 		reads, at = append(reads, limiter.WindowOf{Key: w.Key, Policy: p}), append(at, i)
+		overrides = append(overrides, o.label())
 	}
 	if len(reads) == 0 {
 		return msgs, entries, errs
@@ -372,7 +376,7 @@ func (v *View) readSnapshots(ctx context.Context, ws []Window) ([][]byte, []int,
 	wins, werrs := v.d.ReadWindows(ctx, reads)
 	for j, i := range at {
 		if errs[i] = werrs[j]; errs[i] == nil {
-			msgs[i], entries[i] = snapshotMessage(wins[j]), len(wins[j].Entries)
+			msgs[i], entries[i] = snapshotMessage(wins[j], overrides[j]), len(wins[j].Entries)
 		}
 	}
 	return msgs, entries, errs

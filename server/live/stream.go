@@ -31,11 +31,15 @@ var frames = sync.Pool{New: func() any { return new([]byte) }}
 // Serve streams the window (key, p) to conn until the viewer leaves, falls behind,
 // stops answering pings, or the server shuts down. The caller has checked the
 // request and accepted the WebSocket; Serve closes it with a status, and the
-// caller may CloseNow it afterwards.
+// caller may CloseNow it afterwards. The viewer sees the window under the
+// rules in force for key (an override's, Deps.Resolve), which hello names.
 func (v *View) Serve(conn *websocket.Conn, key string, p limiter.Policy) {
 	w := Window{Key: key, Policy: p.Name}
 	v.serve(conn, w, func(since time.Time) [][]byte {
-		first := [][]byte{helloMessage(v.d.Instance, key, p, v.d.TickInterval.Milliseconds()), *v.clock.status.Load()}
+		// Read once subscribed: a change after this reaches the viewer
+		// in an override message (OverrideChanged).
+		p, o := v.inForce(key, p)
+		first := [][]byte{helloMessage(v.d.Instance, key, p, o, v.d.TickInterval.Milliseconds()), *v.clock.status.Load()}
 		if snap, ok := v.snapshot(w, since); ok {
 			first = append(first, snap)
 		}

@@ -61,6 +61,10 @@ type Deps struct {
 	// watch; Publish sends one of them its overview message.
 	Watched func() []string
 	Publish func(policy string, msg []byte)
+	// Override names the per-client override in force for key under
+	// policy ("key" or "prefix:<prefix>"), "" when none: the top lists
+	// mark such clients. Nil: none is marked.
+	Override func(policy, key string) string
 	// Timeout bounds each PUBLISH.
 	Timeout time.Duration
 	Log     *slog.Logger
@@ -275,7 +279,21 @@ func (o *Overview) state(policy string) State {
 		}
 	}
 	st.Top = m.top()
+	o.markOverrides(policy, st.Top.Checks)
+	o.markOverrides(policy, st.Top.Denied)
 	return st
+}
+
+// markOverrides names, in each row, the override in force for its key:
+// what this instance holds now, as every instance holds the same within a
+// second.
+func (o *Overview) markOverrides(policy string, rows []Row) {
+	if o.d.Override == nil {
+		return
+	}
+	for i := range rows {
+		rows[i].Override = o.d.Override(policy, rows[i].Key)
+	}
 }
 
 // sendWant tells the other instances which policies' top lists this one

@@ -110,6 +110,9 @@ type Row struct {
 	Key    string `json:"key"`
 	Checks int64  `json:"checks"`
 	Denied int64  `json:"denied"`
+	// Override names the per-client override in force for the key ("key"
+	// or "prefix:<prefix>"); absent when its policy's own rules apply.
+	Override string `json:"override,omitempty"`
 }
 
 // Top is a policy's top lists: by checks and by denials.

@@ -109,10 +109,13 @@ type Store struct {
 	deps    Deps
 	channel string
 	snap    atomic.Pointer[snapshot]
-	mu      sync.Mutex    // one writer of snap at a time
+	mu      sync.Mutex    // one writer of snap (or of also) at a time
 	poke    chan struct{} // Refresh
 	down    bool          // Run's subscription failed and is not back: Run's alone
 	syncs   atomic.Uint64
+	// also hear of every change besides Deps.Changed (OnChange): parts
+	// made after the Store, such as the live view.
+	also atomic.Pointer[[]func(policy, key string)]
 }
 
 // snapshot is every policy's overrides at one moment; a policy without any
@@ -260,10 +263,30 @@ func setPolicy(cur map[string]*policySet, policy string, ps *policySet) map[stri
 	return next
 }
 
-// changed tells Deps.Changed.
+// OnChange adds f to what hears of every change this instance applies, as
+// Deps.Changed does, for a part made after the Store: the live view, which
+// tells the viewers of an overridden window its new rules. f runs on the
+// goroutine that applies the change: it must be quick.
+func (s *Store) OnChange(f func(policy, key string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var fs []func(policy, key string)
+	if cur := s.also.Load(); cur != nil {
+		fs = append(fs, *cur...)
+	}
+	fs = append(fs, f)
+	s.also.Store(&fs)
+}
+
+// changed tells Deps.Changed and those added by OnChange.
 func (s *Store) changed(policy, key string) {
 	if s.deps.Changed != nil {
 		s.deps.Changed(policy, key)
+	}
+	if fs := s.also.Load(); fs != nil {
+		for _, f := range *fs {
+			f(policy, key)
+		}
 	}
 }
 

@@ -1,5 +1,6 @@
-// DOM helpers: finding the page's parts and writing them only when what they
-// show changes, so a frame that changes nothing touches nothing.
+// DOM helpers: finding the page's parts, writing them only when what they
+// show changes, so a frame that changes nothing touches nothing, and drawing
+// at most once per frame.
 
 export function byTestId(id) {
   return document.querySelector('[data-testid="' + id + '"]');
@@ -40,4 +41,34 @@ export class Writer {
   attr(el, name, value) {
     if (el.getAttribute(name) !== value) el.setAttribute(name, value);
   }
+}
+
+const HIDDEN_RENDER_MS = 1000;
+
+// drawEveryFrame calls render once per animation frame while the page is
+// visible; while hidden, nothing is seen, so once a second keeps it current
+// at almost no cost.
+export function drawEveryFrame(render) {
+  let raf = 0;
+  let hiddenTimer = 0;
+  function frame() {
+    raf = 0;
+    render();
+    if (!document.hidden) raf = requestAnimationFrame(frame);
+  }
+  function schedule() {
+    if (document.hidden) {
+      if (raf) cancelAnimationFrame(raf);
+      raf = 0;
+      if (!hiddenTimer) hiddenTimer = setInterval(render, HIDDEN_RENDER_MS);
+      return;
+    }
+    if (hiddenTimer) {
+      clearInterval(hiddenTimer);
+      hiddenTimer = 0;
+    }
+    if (!raf) raf = requestAnimationFrame(frame);
+  }
+  document.addEventListener('visibilitychange', schedule);
+  schedule();
 }

@@ -42,13 +42,14 @@ export function fmtDuration(ms) {
   return trim(ms / 86400000) + ' d';
 }
 
-// ruleLabel names a rule the way the server does: 5 per 10s, 100 per 1m.
+// ruleLabel names a rule the way the server does: 5 per 10s, 100 per 1m,
+// and a calendar quota by its period: 100000 per month.
 export function ruleLabel(r) {
+  if (r.period) return r.limit + ' per ' + r.period;
   const w = r.windowMs;
-  const unit = w % 86400000 === 0 ? (w / 86400000) + 'd'
-    : w % 3600000 === 0 ? (w / 3600000) + 'h'
-      : w % 60000 === 0 ? (w / 60000) + 'm'
-        : (w / 1000) + 's';
+  const unit = w % 3600000 === 0 ? (w / 3600000) + 'h'
+    : w % 60000 === 0 ? (w / 60000) + 'm'
+      : (w / 1000) + 's';
   return r.limit + ' per ' + unit;
 }
 

@@ -8,7 +8,7 @@
 // state, and while the tab is hidden once a second.
 
 import { MSG, dispatch } from './messages.js';
-import { byTestId, byId, Writer } from './dom.js';
+import { byTestId, byId, Writer, drawEveryFrame } from './dom.js';
 import { ruleLabel, fmtUTC } from './format.js';
 import { Clock } from './clock.js';
 import { Stream, wsURL } from './stream.js';
@@ -27,8 +27,8 @@ import { Blocked } from './blocked.js';
 import { bindActions, clearActions, refundFrom } from './actions.js';
 import { statusOf, renderStatus } from './status.js';
 import { toastInto } from './toast.js';
-
-const HIDDEN_RENDER_MS = 1000;
+import { Quotas } from './quota.js';
+import { OverrideLine } from './override.js';
 
 async function init() {
   const app = byId('app');
@@ -47,7 +47,9 @@ async function init() {
     policies: parseList(app.dataset.policies),
     algorithm: DEFAULT, // how the watched policy keeps its windows
     shadow: false,
-    rules: [], // [{limit, windowMs, label}] of the watched policy
+    rules: [], // [{limit, windowMs, label}]: the windows in force for the watched key
+    policyLabel: '', // the watched policy's own rules, for people
+    timezone: 'UTC', // the zone the policy's calendar quotas count in
     redis: 'unknown',
     viewers: null,
     instance: '',
@@ -99,6 +101,8 @@ async function init() {
   const log = new Log(byTestId('log'), byTestId('log-more'));
   const blocked = new Blocked(byId('lock-slot')); // a denial's Retry-After, or a lock
   const rate = new Rate({ root: byTestId('rate'), text: byId('rate-text'), canvas: byId('rate-spark') }, w);
+  const quotas = new Quotas(byId('quotas'), w);
+  const override = new OverrideLine(byTestId('override'), w);
   const win = () => {
     const r = bindingRule(state.rules);
     return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0 };
@@ -126,16 +130,13 @@ async function init() {
   const handlers = {
     [MSG.HELLO]: (m) => {
       stream.healthy(m.tickMs);
-      if (Array.isArray(m.rules) && m.rules.length) {
-        const known = policyByName(state.policies, state.policy);
-        const labels = known && Array.isArray(known.rules) ? known.rules : [];
-        setRules(m.rules.map((r) => {
-          const same = labels.find((l) => l.limit === r.limit && l.windowMs === r.windowMs);
-          return { limit: r.limit, windowMs: r.windowMs, label: same ? same.label : '' };
-        }));
-      }
+      if (typeof m.timezone === 'string') state.timezone = m.timezone;
+      inForce(m);
       if (m.instance) state.instance = String(m.instance);
       if (typeof m.algorithm === 'string') setAlgorithm(m.algorithm, !!m.shadow);
+    },
+    [MSG.OVERRIDE]: (m) => {
+      if (forThisWindow(m)) inForce(m);
     },
     [MSG.STATUS]: (m) => {
       state.redis = m.redis === 'down' ? 'down' : 'up';
@@ -150,12 +151,14 @@ async function init() {
         if (log.empty()) log.earlier(m);
       }
       model.snapshot(m);
+      quotas.snapshot(m);
       if (!entries(state.algorithm)) algo.snapshot(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
     },
     [MSG.DECISION]: (m) => {
       if (!forThisWindow(m)) return;
       model.decision(m);
+      quotas.decision(m);
       if (!entries(state.algorithm)) algo.decision(m);
       log.decision(m);
       rate.decision(m);
@@ -173,6 +176,7 @@ async function init() {
       if (!forThisWindow(m)) return;
       model.reset(m.nowMs);
       algo.reset(m.nowMs);
+      quotas.reset();
       blocked.clear();
       state.reported = { count: 0, limit: state.reported.limit };
       log.note(m.nowMs, 'window reset');
@@ -200,11 +204,28 @@ async function init() {
 
   // ---------- which window ----------
 
+  // setRules takes the rules in force: the windows drive the timeline and
+  // the count, the calendar quotas their bars.
   function setRules(rules) {
     state.rules = rules
       .filter((r) => r && r.limit > 0 && r.windowMs > 0)
       .map((r) => ({ limit: r.limit, windowMs: r.windowMs, label: r.label || ruleLabel(r) }));
     model.setRules(state.rules);
+    quotas.setRules(rules, state.timezone);
+  }
+
+  // inForce takes what hello or an override message says of the rules in
+  // force for the key (an override's, m.override, when one applies), labelled
+  // as the policy names them.
+  function inForce(m) {
+    override.show(m.override || null);
+    if (!Array.isArray(m.rules) || !m.rules.length) return;
+    const known = policyByName(state.policies, state.policy);
+    const labels = known && Array.isArray(known.rules) ? known.rules : [];
+    setRules(m.rules.map((r) => {
+      const same = labels.find((l) => l.limit === r.limit && l.windowMs === r.windowMs && (l.period || '') === (r.period || ''));
+      return { limit: r.limit, windowMs: r.windowMs || 0, period: r.period, label: same ? same.label : '' };
+    }));
   }
 
   // setAlgorithm names the watched policy's algorithm on the page and picks
@@ -241,8 +262,11 @@ async function init() {
 
   function applyPolicy() {
     const pol = policyByName(state.policies, state.policy);
+    const rules = pol && Array.isArray(pol.rules) ? pol.rules : [];
     setAlgorithm(pol && pol.algorithm ? pol.algorithm : DEFAULT, !!(pol && pol.shadow));
-    setRules(pol && Array.isArray(pol.rules) ? pol.rules : []);
+    state.timezone = (pol && pol.timezone) || 'UTC';
+    state.policyLabel = rules.map((r) => r.label || ruleLabel(r)).join(', ');
+    setRules(rules);
   }
 
   function streamURL() {
@@ -280,6 +304,8 @@ async function init() {
     log.clear();
     rate.clear();
     race.clear();
+    quotas.clear();
+    override.show(null); // until hello names the new key's
     clearActions(actions);
     applyPolicy();
     race.availability();
@@ -304,7 +330,8 @@ async function init() {
       w.text(ui.viewers, String(state.viewers));
       w.text(ui.viewersLabel, state.viewers === 1 ? 'tab watching' : 'tabs watching');
     }
-    w.text(ui.rulesLabel, state.rules.map((r) => r.label).join(', '));
+    w.text(ui.rulesLabel, state.policyLabel);
+    override.render();
     if (state.instance) {
       w.text(ui.streamInstance, state.instance);
       ui.streamInstanceWrap.hidden = false;
@@ -328,6 +355,7 @@ async function init() {
     }
     log.render(Math.max(state.reported.limit || 0, ...state.rules.map((r) => r.limit)));
     rate.render(t);
+    quotas.render(t);
   }
 
   // renderAlgoRing counts down, when not blocked, to the binding rule's
@@ -346,35 +374,11 @@ async function init() {
     ring.render(t, s.resetAt - W, W, blocked.ring(t), (a && a.resetLabel) || 'until it resets');
   }
 
-  let raf = 0;
-  let hiddenTimer = 0;
-  function frame() {
-    raf = 0;
-    render();
-    if (!document.hidden) raf = requestAnimationFrame(frame);
-  }
-  // schedule draws every frame while visible; while hidden, nothing is seen,
-  // so once a second keeps the page current at almost no cost.
-  function schedule() {
-    if (document.hidden) {
-      if (raf) cancelAnimationFrame(raf);
-      raf = 0;
-      if (!hiddenTimer) hiddenTimer = setInterval(render, HIDDEN_RENDER_MS);
-      return;
-    }
-    if (hiddenTimer) {
-      clearInterval(hiddenTimer);
-      hiddenTimer = 0;
-    }
-    if (!raf) raf = requestAnimationFrame(frame);
-  }
-
   applyPolicy();
   race.availability();
-  document.addEventListener('visibilitychange', schedule);
   window.addEventListener('online', () => stream.retry());
   stream.open(streamURL());
-  schedule();
+  drawEveryFrame(render);
 }
 
 

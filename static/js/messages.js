@@ -13,6 +13,7 @@ export const MSG = Object.freeze({
   RACE: 'race',
   ADJUSTMENT: 'adjustment', // a refund or a settle of one check's entries
   VIEWERS: 'viewers',
+  OVERRIDE: 'override', // the override in force for the window changed: its rules and note
   LAB: 'lab', // one lab request decided by all five algorithms
   LAB_RESET: 'labReset', // a lab's windows were emptied
   LAB_SNAPSHOT: 'labSnapshot', // a lab's recent requests, for a tab that joins

@@ -87,7 +87,8 @@ function spark(canvas, counts, color) {
   });
 }
 
-// rows rewrites a top list: one link per client, most first.
+// rows rewrites a top list: one link per client, most first, a client with
+// its own rules (an override) marked.
 function rows(section, list) {
   const ol = section.querySelector('ol');
   const have = ol.children;
@@ -95,15 +96,7 @@ function rows(section, list) {
     let li = have[i];
     if (!li) {
       li = document.createElement('li');
-      const a = document.createElement('a');
-      a.className = 'ov-row';
-      a.dataset.testid = 'overview-key';
-      for (const cls of ['ov-key', 'ov-num', 'ov-num ov-num-denied']) {
-        const s = document.createElement('span');
-        s.className = cls;
-        a.appendChild(s);
-      }
-      li.appendChild(a);
+      li.appendChild(newRow());
       ol.appendChild(li);
     }
     const a = li.firstElementChild;
@@ -112,12 +105,50 @@ function rows(section, list) {
     writer.attr(a, 'data-key', r.key);
     writer.attr(a, 'data-checks', String(r.checks));
     writer.attr(a, 'data-denied', String(r.denied));
-    writer.text(a.children[0], r.key);
+    const [key, mark] = a.children[0].children;
+    writer.text(key, r.key);
     writer.text(a.children[1], fmtInt(r.checks));
     writer.text(a.children[2], fmtInt(r.denied));
+    if (r.override) {
+      writer.attr(a, 'data-override', r.override);
+      writer.attr(mark, 'title', overrideTitle(r.override));
+    } else {
+      a.removeAttribute('data-override');
+    }
+    mark.hidden = !r.override;
   }
   while (have.length > list.length) ol.removeChild(ol.lastElementChild);
   section.querySelector('.ov-empty').hidden = list.length > 0;
+}
+
+// newRow is a row as the server renders it (views/overview.templ).
+function newRow() {
+  const a = document.createElement('a');
+  a.className = 'ov-row';
+  a.dataset.testid = 'overview-key';
+  const who = document.createElement('span');
+  who.className = 'ov-who';
+  const key = document.createElement('span');
+  key.className = 'ov-key';
+  const mark = document.createElement('span');
+  mark.className = 'chip ov-override';
+  mark.textContent = 'override';
+  mark.hidden = true;
+  who.append(key, mark);
+  a.appendChild(who);
+  for (const cls of ['ov-num', 'ov-num ov-num-denied']) {
+    const s = document.createElement('span');
+    s.className = cls;
+    a.appendChild(s);
+  }
+  return a;
+}
+
+// overrideTitle says what a row's mark means, as the server writes it.
+function overrideTitle(label) {
+  return label.startsWith('prefix:')
+    ? 'Its own rules: the override of every key starting with ' + label.slice('prefix:'.length)
+    : 'Its own rules: an override of this key';
 }
 
 stream.open(wsURL('/ws/overview', { policy: policy }));
