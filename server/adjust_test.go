@@ -87,12 +87,9 @@ func TestRefundMakesRoomOnEveryInstance(t *testing.T) {
 	for range 3 {
 		ids = append(ids, checkID(t, a, "login", key, 1))
 	}
-	if id := checkID(t, b, "login", key, 1); id != "" {
-		t.Fatalf("a fourth check under 3/1m was allowed")
-	}
-	if r := do(t, "POST", b.URL+"/api/v1/check?policy=login&key="+key, ""); r.status != 429 || r.body["cached"] != true {
-		t.Fatalf("B's second denial should come from its deny cache: %d %s", r.status, r.raw)
-	}
+	// B denies the fourth, then from its deny cache (once its subscription
+	// to resets is up: on a loaded machine that may take a moment).
+	deniedUntilCached(t, b, "login", key)
 
 	r := refundCall(t, a, "login", key, ids[1])
 	wantAdjusted(t, "refund", r, map[string]int64{"refunded": 1, "count": 2, "limit": 3, "remaining": 1})

@@ -75,7 +75,7 @@ func TestProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop()
-	if p.Pid() <= 0 || !strings.Contains(p.Version(), "Redis server") {
+	if p.Pid() <= 0 || !(strings.Contains(p.Version(), "Redis server") || strings.Contains(p.Version(), "Valkey server")) {
 		t.Fatalf("pid %d, version %q", p.Pid(), p.Version())
 	}
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
