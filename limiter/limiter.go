@@ -352,6 +352,16 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 	return d, nil
 }
 
+// ValidateWait reports the error AllowWithin gives a check that may wait
+// (Within.Wait) under p, or nil: ErrInvalidWait below 0 or above MaxWait,
+// ErrWaitNotLog for a wait on another algorithm than the log. A caller that
+// validates its input before anything else (an HTTP handler naming each bad
+// field) asks here rather than learning it from the call.
+func ValidateWait(wait time.Duration, p Policy) error {
+	_, err := bookingWait(wait, p)
+	return err
+}
+
 // bookingWait is what a check's call carries for a wait under p: the wait
 // in ms, or noBooking for none — no wait, less than a millisecond, or a
 // shadow policy's (which never holds a request).
