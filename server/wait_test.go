@@ -165,6 +165,12 @@ func TestWaitAbandoned(t *testing.T) {
 	if s := logScores(t, url, key, "ab"); len(s) != 3 || s[2] != slot {
 		t.Fatalf("while held, the log's scores: %v, want 3 with the last at the slot %d", s, slot)
 	}
+	// The window API (and a snapshot, the same read) shows the booking
+	// ahead of now: every entry after now - window.
+	w := do(t, "GET", app.URL+"/api/v1/window?policy=ab&key="+key, "")
+	if es, _ := w.body["entries"].([]any); len(es) != 3 || int64(es[2].(map[string]any)["ms"].(float64)) != slot || num(t, w, "nowMs") >= slot {
+		t.Fatalf("the window while held: %s, want the booking at %d among its entries", w.raw, slot)
+	}
 	cancel()
 	<-gone.done
 	v.next("adjustment", func(m map[string]any) bool { return m["id"] == booking["id"] })
