@@ -6,12 +6,17 @@
 --          Empty for a peek: decide, and record nothing
 -- ARGV[3]  maxEvict: the most expired entries one call removes
 -- ARGV[4…] the rules as pairs: limit, windowMs (the longest window first or not: any order)
+-- then, optionally, one more: wait, the most ms after now at which a request
+--          the rules deny may be booked (below); a call without it books
+--          nothing and its reply has no booked value, as before bookings
 -- KEYS[2], the last ARGV: a lock (lock.lua, prepended)
 -- the KEYS after, ARGV before the lock's: quotas (quota.lua, prepended)
 --
 -- Returns {allowed, nowMs, then per rule: count, oldestMs, retryMs, retry1Ms,
 -- then per quota: count, start, end, retryMs, retry1Ms (quotaReport),
--- then, when the policy locks: lock state, level, until (lockDecide)}
+-- then, when the policy locks: lock state, level, until (lockDecide),
+-- then, when the call carries a wait: bookedMs, the score of a booking, 0
+-- when none was made}
 --   count     entries inside the rule's window before this request
 --   oldestMs  oldest score inside the rule's window before this request, -1 when empty
 --   retryMs   for a violated rule, ms until enough entries slide out; else 0
@@ -21,6 +26,39 @@
 --
 -- Score = Redis's own clock (TIME), so every app instance agrees. An entry whose
 -- score is exactly now - window is already out of that window, hence the "(" bounds.
+--
+-- A booking: when the rules deny a request but all of them have room for it
+-- by now + retry (the exact retry below, the largest over the violated
+-- rules) and that is within wait, the request is recorded at once, at the
+-- future score S = now + retry, instead of being denied; its caller holds it
+-- until S. Then each rule's count, oldestMs (and retry 0) describe its
+-- window at S, before this request. Why that is exact, for each rule (limit
+-- L, window w), with the invariant "every window (T - w, T] holds at most L
+-- entries, for every T" holding before the call:
+--   * Every check counts (now - w, +inf): booked entries, scored after now,
+--     are inside it. A later check, here or on any instance, sees a booking
+--     as occupying its window, so no request arriving later takes its slot
+--     (first come, first served: Redis runs one script at a time).
+--   * Recording cost entries at a score X keeps the invariant when
+--     count(X - w, +inf) + cost <= L before it: a window (T - w, T] with
+--     T < X does not hold X, and one with T >= X lies inside (X - w, +inf).
+--     An ordinary check records at X = now with exactly that count.
+--   * For a booking, X = S. The violated rule's k-th oldest entry inside
+--     (now - w, +inf), k = count + cost - L, is at s = S' - w with
+--     S' = now + its retry <= S, so at S those k entries are out:
+--     count(S - w, +inf) <= count - k = L - cost. A rule with room has
+--     count + cost <= L already, and (S - w, +inf) is inside (now - w,
+--     +inf). The retry may point past an earlier booking (the k-th oldest
+--     may itself be booked): the argument is the same, booked entries are
+--     entries.
+--   * No earlier S fits: before S' the violated rule's window still holds
+--     those k entries, so S is the first moment the cost fits.
+-- The quotas and the lock below are decided at now: a booking takes the
+-- quota of the period holding now, so it books only when the quota has
+-- room and S lies in that same period (before its end); a held lock
+-- refuses it; a booking is no denial, so it never locks the key.
+-- The key's expiry must cover the latest booking plus the longest window:
+-- an expiry is only ever moved later (expireAfter), never earlier.
 --
 -- Cheap on Redis: every call into Redis from Lua costs more than the work it
 -- does, and a number passed to one is formatted with %.17g, so the common
@@ -37,7 +75,9 @@ local maxEvict = tonumber(ARGV[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local nrules = (nargs - 3) / 2
+local nrules = math.floor((nargs - 3) / 2)
+local wait = nil -- nil: the call books nothing, and its reply has no bookedMs
+if nargs > 3 + 2 * nrules then wait = tonumber(ARGV[nargs]) end
 local longest, longestArg = 0, nil
 for i = 1, nrules do
   local w = tonumber(ARGV[3 + 2 * i])
@@ -80,6 +120,7 @@ end
 
 local allowed = 1
 local out = {0, now}
+local retryMax = 0 -- the largest retry of a violated rule
 for i = 1, nrules do
   local limit = tonumber(ARGV[2 + 2 * i])
   local w = tonumber(ARGV[3 + 2 * i])
@@ -101,6 +142,7 @@ for i = 1, nrules do
     local kth = first
     if k > 1 then kth = scoreAt(base + k - 1) end
     retry = kth + w - now
+    retryMax = math.max(retryMax, retry)
     if cost == 1 then
       retry1 = retry
     elseif count + 1 > limit then
@@ -113,16 +155,58 @@ for i = 1, nrules do
   out[#out + 1] = retry1
 end
 
-if nquotas > 0 and quotaAssess(now, cost) == 0 then allowed = 0 end
+local quotasFit = 1
+if nquotas > 0 then quotasFit = quotaAssess(now, cost) end
+
+-- slot: the score a request the rules deny books, or nil (see the top).
+local slot = nil
+if allowed == 0 and quotasFit == 1 and wait and retryMax <= wait and member ~= '' then
+  slot = now + retryMax
+  for i = 1, nquotas do
+    if slot >= quotas[i].stop then slot = nil end -- the next period's quota
+  end
+end
+if quotasFit == 0 then allowed = 0 end
 
 local lockState, lockLevel, lockUntil
-allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, member ~= '')
+local decided = allowed
+if slot then decided = 1 end -- a booking is no denial: it never locks
+allowed, lockState, lockLevel, lockUntil = lockDecide(now, decided, member ~= '')
+if allowed == 0 then slot = nil end -- a lock held
+
+-- expireAfter makes the key live ms (arg, its string) from now at least: an
+-- expiry already later — one a booking set — stays. GT needs Redis 7; before
+-- it (an error) or when GT sets nothing (an expiry as late or later, or
+-- none, which GT takes for later) PTTL decides. A key made by this call has
+-- no expiry to keep.
+local function expireAfter(ms, arg)
+  if total == 0 then
+    redis.call('PEXPIRE', key, arg)
+    return
+  end
+  if redis.pcall('PEXPIRE', key, arg, 'GT') == 1 then return end
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, arg) end
+end
+
+if slot then
+  -- Each rule's window at the slot, before this request: what the caller
+  -- answers with when the slot comes. Read before the ZADD, so ranks hold.
+  for i = 1, nrules do
+    local w = tonumber(ARGV[3 + 2 * i])
+    local count = redis.call('ZCOUNT', key, '(' .. (slot - w), '+inf')
+    local first = -1
+    if count > 0 then first = scoreAt(total - count) end
+    local at = 2 + 4 * (i - 1)
+    out[at + 1], out[at + 2], out[at + 3], out[at + 4] = count, first, 0, 0
+  end
+end
 
 if allowed == 1 and member ~= '' and nquotas > 0 then quotaConsume(cost) end
 -- A policy of quotas alone keeps no log.
 if allowed == 1 and member ~= '' and nrules > 0 then
   -- ZADD in chunks: unpack() takes a few thousand values at most.
   local score = tostring(now)
+  if slot then score = string.format('%.0f', slot) end
   local args = {}
   for j = 0, cost - 1 do
     args[#args + 1] = score
@@ -136,7 +220,11 @@ if allowed == 1 and member ~= '' and nrules > 0 then
       args = {}
     end
   end
-  redis.call('PEXPIRE', key, longestArg)
+  if slot then
+    expireAfter(slot - now + longest, string.format('%.0f', slot - now + longest))
+  else
+    expireAfter(longest, longestArg)
+  end
 end
 out[1] = allowed
 quotaReport(out)
@@ -145,4 +233,5 @@ if lockKey then
   out[#out + 1] = lockLevel
   out[#out + 1] = lockUntil
 end
+if wait then out[#out + 1] = slot or 0 end
 return out

@@ -140,7 +140,13 @@ func (c *denyCache) shardOf(k cacheKey) *denyShard {
 // before its deadline, and then no cost fits. It knows the exact retry for
 // cost 1 and for the cost of the denial it keeps; a request of any other
 // cost goes to Redis (whose denial then replaces the entry).
-func (c *denyCache) lookup(k cacheKey, p Policy, cost int, nowNs int64) (Decision, ticket, bool) {
+//
+// A request that may wait waitMs for a slot (Within.Wait; 0: none) is
+// answered only when its retry is surely longer than that, so Redis would
+// deny it too: measured from the send, the retry the entry knows is never
+// longer than Redis's now (a booking since only made it longer). One whose
+// retry may be within its wait goes to Redis to book.
+func (c *denyCache) lookup(k cacheKey, p Policy, cost int, nowNs, waitMs int64) (Decision, ticket, bool) {
 	if !c.serving.Load() {
 		return Decision{}, ticket{}, false // a ticket no store accepts
 	}
@@ -169,6 +175,11 @@ func (c *denyCache) lookup(k cacheKey, p Policy, cost int, nowNs int64) (Decisio
 	d, ok := e.answer(cost, max(0, (nowNs-e.recvNs)/int64(time.Millisecond)))
 	if !ok {
 		return Decision{}, t, false
+	}
+	if waitMs > 0 {
+		if least, ok := e.answer(cost, sinceSent); !ok || least.RetryAfterMs <= waitMs {
+			return Decision{}, t, false
+		}
 	}
 	s.toFront(e)
 	s.hits++

@@ -146,12 +146,38 @@ type Decision struct {
 	Locked      bool
 	LockLevel   int
 	LockUntilMs int64
+	// BookedMs, when not 0, is the slot a check that may wait
+	// (Within.Wait) booked instead of being denied: the score, on Redis's
+	// clock and after NowMs, at which its entries were recorded — the first
+	// moment its cost fits, which no later request can take. The request is
+	// Allowed, but not yet: its caller holds it until the slot, WaitMs
+	// after NowMs (or refunds it by ID when it gives up). Rules, Binding
+	// and the RateLimit values they give describe the windows at the slot,
+	// this request included.
+	//
+	// Example: demo=5/10s holds five entries, the oldest at t=1000; a check
+	// at t=4500 that may wait 10 s books t=11000: BookedMs 11000, WaitMs
+	// 6500, Count 5 (the four younger entries and this one), OldestMs 2000
+	// when the second oldest is at t=2000.
+	BookedMs int64
 	// Override names the per-client override whose rules decided, when a
 	// caller decided under one instead of the policy's own rules: "key"
 	// (this client's own) or "prefix:<prefix>" (every key starting with
 	// it). The limiter never sets it; httplimit.Checker does, from the
 	// policy its Resolve chose, so answers and live views can say so.
 	Override string
+}
+
+// Booked reports a booking: the request is allowed at BookedMs, not now.
+func (d Decision) Booked() bool { return d.BookedMs > 0 }
+
+// WaitMs is how long a booked request waits for its slot, from NowMs: 0
+// unless Booked.
+func (d Decision) WaitMs() int64 {
+	if !d.Booked() {
+		return 0
+	}
+	return d.BookedMs - d.NowMs
 }
 
 // Denied reports whether the caller must refuse the request: denied and not
@@ -239,7 +265,31 @@ type Within struct {
 	// Total bounds the whole check, queueing included. 0: no bound but
 	// ctx's.
 	Total time.Duration
+	// Wait lets a check that the log's rules would deny book the first
+	// moment its cost fits, when that is at most Wait away (up to MaxWait):
+	// it is recorded at that future moment in the same script run, so no
+	// later request takes the slot and no window ever holds more than its
+	// limit, and the Decision is allowed with BookedMs set. A retry beyond
+	// Wait is denied as without it, and books nothing. Only the log books
+	// (ErrWaitNotLog); a shadow policy, which never holds a request, and a
+	// key that is locked out book nothing; a policy with calendar quotas
+	// books only a slot inside the quota period holding now, whose quota
+	// the booking takes. 0: no booking. Milliseconds count: less than 1 ms
+	// is 0.
+	Wait time.Duration
 }
+
+// MaxWait is the longest Within.Wait: a booking holds its room, and its
+// caller, at most this far ahead.
+const MaxWait = 30 * time.Second
+
+// ErrWaitNotLog is returned for a check with Within.Wait on a policy of
+// another algorithm than the log: only the log can record a request at a
+// future moment.
+var ErrWaitNotLog = errors.New("only a log policy can book a slot: wait needs algorithm log")
+
+// ErrInvalidWait is returned for a Within.Wait below 0 or above MaxWait.
+var ErrInvalidWait = errors.New("wait must be from 0 to 30s")
 
 // AllowWithin is Allow bounded by w when the decision needs Redis.
 func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Policy, cost int) (Decision, error) {
@@ -248,6 +298,10 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 	}
 	if !p.CostFits(cost) {
 		return Decision{}, ErrInvalidCost
+	}
+	waitMs, err := bookingWait(w.Wait, p)
+	if err != nil {
+		return Decision{}, err
 	}
 	k := cacheKey{key: key, policy: p.Name}
 	var sent int64
@@ -262,7 +316,7 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 		// Taken before the check leaves (batching may queue it): the cache's
 		// deadline counts from here, which is never after Redis ran the check.
 		sent = c.now()
-		d, miss, ok := c.lookup(k, p, cost, sent)
+		d, miss, ok := c.lookup(k, p, cost, sent, max(0, waitMs))
 		if ok {
 			return d, nil
 		}
@@ -273,15 +327,56 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 		ctx, cancel = context.WithTimeout(ctx, w.Total)
 		defer cancel()
 	}
-	d, retry1, err := algorithmOf(p).allow(ctx, l, w.RoundTrip, key, p, cost, false)
+	var d Decision
+	var retry1 []int64
+	if waitMs != noBooking {
+		d, retry1, err = logAlgorithm{}.decide(ctx, l, w.RoundTrip, key, p, cost, false, waitMs)
+	} else {
+		d, retry1, err = algorithmOf(p).allow(ctx, l, w.RoundTrip, key, p, cost, false)
+	}
 	if err != nil {
 		return Decision{}, err
 	}
 	d.Shadow = p.Shadow
-	if cache != nil && !d.Allowed {
+	switch {
+	case cache != nil && d.Booked():
+		// A denial this instance keeps tells a retry the booking made
+		// longer: the next check asks Redis for the true one. (Another
+		// instance's entry reports the shorter wait until it expires, no
+		// later than the old retry: its promise holds, others took the
+		// room.)
+		cache.invalidate(k)
+	case cache != nil && !d.Allowed:
 		cache.store(t, k, p, d, retry1, sent, cache.now())
 	}
 	return d, nil
+}
+
+// ValidateWait reports the error AllowWithin gives a check that may wait
+// (Within.Wait) under p, or nil: ErrInvalidWait below 0 or above MaxWait,
+// ErrWaitNotLog for a wait on another algorithm than the log. A caller that
+// validates its input before anything else (an HTTP handler naming each bad
+// field) asks here rather than learning it from the call.
+func ValidateWait(wait time.Duration, p Policy) error {
+	_, err := bookingWait(wait, p)
+	return err
+}
+
+// bookingWait is what a check's call carries for a wait under p: the wait
+// in ms, or noBooking for none — no wait, less than a millisecond, or a
+// shadow policy's (which never holds a request).
+func bookingWait(wait time.Duration, p Policy) (int64, error) {
+	switch {
+	case wait < 0 || wait > MaxWait:
+		return noBooking, ErrInvalidWait
+	case wait == 0:
+		return noBooking, nil
+	case p.AlgorithmName() != Log:
+		return noBooking, ErrWaitNotLog
+	case p.Shadow || wait < time.Millisecond:
+		return noBooking, nil
+	}
+	return wait.Milliseconds(), nil
 }
 
 // eval runs one decision script, in the next pipeline when batching, and

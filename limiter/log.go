@@ -51,11 +51,17 @@ type logAlgorithm struct{}
 func (logAlgorithm) countsDenied() bool { return false }
 
 func (a logAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool) (Decision, []int64, error) {
+	return a.decide(ctx, l, roundTrip, key, p, cost, peek, noBooking)
+}
+
+// decide is allow that may book a slot up to waitMs ahead (noBooking:
+// none), as the check script books it.
+func (a logAlgorithm) decide(ctx context.Context, l *Limiter, roundTrip time.Duration, key string, p Policy, cost int, peek bool, waitMs int64) (Decision, []int64, error) {
 	q, err := l.quotaCall(key, p)
 	if err != nil {
 		return Decision{}, nil, err
 	}
-	c := a.prepare(key, p, cost, peek, q)
+	c := a.prepareWait(key, p, cost, peek, q, waitMs)
 	res, err := l.eval(ctx, roundTrip, c.script, c.keys, c.args)
 	if err != nil {
 		return Decision{}, nil, fmt.Errorf("failed to run the check script: %w", err)
@@ -63,17 +69,32 @@ func (a logAlgorithm) allow(ctx context.Context, l *Limiter, roundTrip time.Dura
 	return c.decide(res)
 }
 
-func (logAlgorithm) prepare(key string, p Policy, cost int, peek bool, q quotaCall) prepared {
+// noBooking is the waitMs of a check that books nothing: its call carries
+// no wait, and the script's reply no bookedMs.
+const noBooking = -1
+
+func (a logAlgorithm) prepare(key string, p Policy, cost int, peek bool, q quotaCall) prepared {
+	return a.prepareWait(key, p, cost, peek, q, noBooking)
+}
+
+// prepareWait is prepare for a check that may book a slot up to waitMs
+// ahead; noBooking leaves the call as every other check's.
+func (logAlgorithm) prepareWait(key string, p Policy, cost int, peek bool, q quotaCall, waitMs int64) prepared {
 	member := "" // a peek records nothing
 	if !peek {
 		member = uuid.NewString()
 	}
-	args := make([]any, 0, 3+2*len(p.Rules)+len(q.args)+1)
+	args := make([]any, 0, 4+2*len(p.Rules)+len(q.args)+1)
 	args = append(args, cost, member, redisdata.MaxEvict)
 	for _, r := range p.Rules {
 		if r.Period == "" {
 			args = append(args, r.Limit, r.WindowMs())
 		}
+	}
+	booked := 0 // the reply's bookedMs
+	if waitMs != noBooking {
+		args = append(args, waitMs)
+		booked = 1
 	}
 	keys, args := withExtras([]string{redisdata.LogKey(key, p.Name)}, args, key, p, q)
 	nw, nq := windowRules(p), quotaRules(p)
@@ -82,11 +103,15 @@ func (logAlgorithm) prepare(key string, p Policy, cost int, peek bool, q quotaCa
 		keys:   keys,
 		args:   args,
 		decide: func(res []int64) (Decision, []int64, error) {
-			if len(res) != 2+logValues*nw+quotaValues*nq+lockValues(p) {
+			if len(res) != 2+logValues*nw+quotaValues*nq+lockValues(p)+booked {
 				return Decision{}, nil, fmt.Errorf("failed to read the check script's reply: %d values", len(res))
 			}
-			d, retry1 := decideLog(key, p, cost, member, res)
-			applyLock(&d, retry1, res[2+logValues*nw+quotaValues*nq:])
+			var bookedMs int64
+			if booked == 1 {
+				bookedMs = res[len(res)-1]
+			}
+			d, retry1 := decideLog(key, p, cost, member, res, bookedMs)
+			applyLock(&d, retry1, res[2+logValues*nw+quotaValues*nq:len(res)-booked])
 			return d, retry1, nil
 		},
 	}
@@ -98,8 +123,11 @@ const logValues = 4
 
 // decideLog turns the check script's reply into a Decision and, when denied,
 // each rule's wait until it has room for a request of cost 1 (nil when
-// allowed). An empty member is a peek's: nothing was recorded.
-func decideLog(key string, p Policy, cost int, member string, res []int64) (Decision, []int64) {
+// allowed). An empty member is a peek's: nothing was recorded. bookedMs is
+// the score the request was booked at, 0 when it was not: then the rules'
+// states are those of their windows at that moment, as the script
+// reported them.
+func decideLog(key string, p Policy, cost int, member string, res []int64, bookedMs int64) (Decision, []int64) {
 	d := Decision{
 		Allowed:   res[0] == 1,
 		Key:       key,
@@ -107,8 +135,14 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 		Algorithm: Log,
 		Cost:      cost,
 		NowMs:     res[1],
+		BookedMs:  bookedMs,
 		Rules:     make([]RuleState, len(p.Rules)),
 		Peek:      member == "",
+	}
+	// at is the moment the rules describe: now, or the booked slot.
+	at := d.NowMs
+	if bookedMs > 0 {
+		at = bookedMs
 	}
 	recorded := d.Allowed && !d.Peek
 	var retry1 []int64
@@ -132,7 +166,7 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 		if recorded {
 			count += cost
 			if oldest < 0 {
-				oldest = d.NowMs
+				oldest = at
 			}
 		}
 		s := RuleState{
@@ -145,7 +179,7 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 			RetryMs:   retry,
 		}
 		if oldest >= 0 {
-			s.ResetMs = max(0, oldest+s.WindowMs-d.NowMs)
+			s.ResetMs = max(0, oldest+s.WindowMs-at)
 		}
 		d.Rules[i] = s
 	}
@@ -153,7 +187,7 @@ func decideLog(key string, p Policy, cost int, member string, res []int64) (Deci
 	if recorded {
 		added = cost
 	}
-	fillQuotas(d.Rules, retry1, p, d.NowMs, res[2+logValues*w:], added, !d.Allowed)
+	fillQuotas(d.Rules, retry1, p, at, res[2+logValues*w:], added, !d.Allowed)
 	for _, s := range d.Rules {
 		d.RetryAfterMs = max(d.RetryAfterMs, s.RetryMs)
 	}

@@ -40,4 +40,5 @@ type parts struct {
 	races     *races
 	labs      labRegistry // the cap on labs held in Redis (--max-labs)
 	labRecent labRecent   // each lab's recent requests, for the tabs that join
+	waiters   *waiters    // checks held until their booked slots (--max-waiters)
 }

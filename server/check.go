@@ -1,11 +1,17 @@
 package server
 
 import (
+	"context"
+	"errors"
+	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ratescope/ratescope/limiter"
 	"github.com/ratescope/ratescope/limiter/httplimit"
+	"github.com/ratescope/ratescope/server/live"
 )
 
 // failOpenJSON is the check's answer when Redis failed and the fail mode is open.
@@ -16,13 +22,23 @@ type failOpenJSON struct {
 	Policy   string `json:"policy"`
 }
 
+// checkAPI is what POST /api/v1/check uses.
+type checkAPI struct {
+	store   *configStore
+	checker *httplimit.Checker
+	auth    authorizer
+	waiters *waiters
+	live    *live.View
+	log     *slog.Logger
+}
+
 // handleCheck decides and records one request: POST /api/v1/check. It reads
 // its own parameters and writes its own JSON body; everything else is the
-// Checker's.
-func handleCheck(store *configStore, checker *httplimit.Checker, auth authorizer) echo.HandlerFunc {
+// Checker's. A check with wait may book a slot and be held until it (hold).
+func handleCheck(a checkAPI) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		set := store.load()
-		p, err := readParams(c, fieldKey, fieldPolicy, fieldCost)
+		set := a.store.load()
+		p, err := readParams(c, fieldKey, fieldPolicy, fieldCost, fieldWait)
 		if err != nil {
 			return err
 		}
@@ -32,25 +48,86 @@ func handleCheck(store *configStore, checker *httplimit.Checker, auth authorizer
 		// policy's — bound its cost.
 		rules := pol.Policy
 		if !p.failed("key") && !p.failed("policy") {
-			rules = checker.PolicyFor(key, pol.Policy)
+			rules = a.checker.PolicyFor(key, pol.Policy)
 		}
 		cost := 1
 		if !p.failed("policy") {
 			cost = p.integer("cost", 1, 1, rules.MaxCost())
 		}
+		wait := p.duration("wait", limiter.MaxWait)
 		if err := p.problem(); err != nil {
 			return err
 		}
-		if err := auth.authorize(c, pol.Name, false); err != nil {
+		if err := limiter.ValidateWait(wait, rules.Policy); err != nil {
+			detail := "wait: policy " + pol.Name + " uses algorithm " + string(rules.AlgorithmName()) + ", which cannot book a slot; waiting needs algorithm log"
+			pr := newProblem(http.StatusConflict, detail)
+			pr.Errors = []httplimit.FieldError{{Field: "wait", Detail: detail}}
+			return pr
+		}
+		if err := a.auth.authorize(c, pol.Name, false); err != nil {
 			return err
 		}
-		res := checker.CheckHTTP(c.Response(), c.Request(), httplimit.Target{Key: key, Policy: rules, Cost: cost})
+		t := httplimit.Target{Key: key, Policy: rules, Cost: cost, Wait: wait}
+		// A place to be held is reserved before the check is sent: a
+		// booking is never made that this instance could not hold. Without
+		// one the check cannot wait.
+		placed := wait > 0 && a.waiters.take()
+		if !placed {
+			t.Wait = 0
+		}
+		res := a.checker.CheckHTTP(c.Response(), c.Request(), t)
+		d := res.Decision
+		booked := res.Err == nil && d.Booked()
+		if placed && !booked {
+			a.waiters.give()
+		}
+		if !placed && wait > 0 && res.Err == nil && d.Denied() && !d.Locked && d.RetryAfterMs <= wait.Milliseconds() {
+			a.waiters.refused.Inc() // it would have booked
+		}
 		switch {
 		case !res.Pass:
 			return nil // answered: denied, failed closed
 		case res.Err != nil:
 			return c.JSON(http.StatusOK, failOpenJSON{Allowed: true, FailOpen: true, Key: key, Policy: pol.Name})
+		case booked:
+			defer a.waiters.give()
+			return a.hold(c, res)
 		}
-		return c.JSONBlob(http.StatusOK, httplimit.NewDecisionBody(res.Decision).AppendJSON(make([]byte, 0, 512)))
+		return c.JSONBlob(http.StatusOK, httplimit.NewDecisionBody(d).AppendJSON(make([]byte, 0, 512)))
 	}
+}
+
+// hold holds a booked check until its slot, then answers it allowed with
+// waitedMs. When the client goes away first, or the server shuts down, the
+// booking is refunded — room for a new request; the checks held behind it
+// keep the later slots they booked — and viewers see the refund. A refund
+// Redis cannot take (Redis down) leaves the entries to slide out.
+func (a checkAPI) hold(c echo.Context, res httplimit.Result) error {
+	ctx := c.Request().Context()
+	// The server's read timeout counts from the request's start: past it,
+	// the connection's read — which notices a client going away — would
+	// fail and end the request before its slot. A held check reads
+	// nothing more, so its connection waits without one; the next request
+	// on it gets its own.
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Time{})
+	waited, err := a.waiters.hold(ctx, res.Decision)
+	if err == nil {
+		a.waiters.served.Inc()
+		body := httplimit.NewDecisionBody(res.Decision)
+		body.WaitedMs = max(1, waited.Milliseconds())
+		return c.JSONBlob(http.StatusOK, body.AppendJSON(make([]byte, 0, 512)))
+	}
+	a.waiters.abandoned.Inc()
+	t := httplimit.Target{Key: res.Decision.Key, Policy: res.Policy}
+	adj, rerr := a.checker.Refund(context.WithoutCancel(ctx), t, res.Decision.ID)
+	if rerr != nil {
+		a.log.Warn("failed to refund an abandoned booking; its entries count until they slide out",
+			"key", t.Key, "policy", t.Policy.Name, "id", res.Decision.ID, "err", rerr)
+	} else {
+		a.live.Adjustment(live.AdjustRefund, adj)
+	}
+	if errors.Is(err, errStopping) {
+		return unavailable("the server is shutting down; the booked slot was given back")
+	}
+	return nil // the client is gone: nobody to answer
 }

@@ -81,6 +81,10 @@ type Config struct {
 	// SnapshotBudget is how many window entries a second this instance's
 	// snapshots may read from Redis; 0: no budget.
 	SnapshotBudget int
+	// MaxWaiters caps the checks this instance holds until their booked
+	// slots (a check with wait); 0: none is held, every check answers at
+	// once.
+	MaxWaiters int
 	// DurableReplicas is how many replicas must hold an allowed decision
 	// before it is answered (WAIT); 0: none (SPEC §10).
 	DurableReplicas int
@@ -176,6 +180,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs.IntVar(&cfg.MaxLabs, "max-labs", envInt("RATESCOPE_MAX_LABS", defaultMaxLabs), "the most labs Redis holds at once, across every instance; a new lab beyond it gets 503; 0: no cap (RATESCOPE_MAX_LABS)")
 	fs.BoolVar(&cfg.PublicLab, "public-lab", envBool("RATESCOPE_PUBLIC_LAB"), "keep the lab open to anyone when --api-token is set (RATESCOPE_PUBLIC_LAB)")
 	fs.IntVar(&cfg.SnapshotBudget, "snapshot-budget", envInt("RATESCOPE_SNAPSHOT_BUDGET", live.DefaultSnapshotBudget), "window entries a second this instance's snapshots may read from Redis; beyond it snapshots come further apart; 0: no budget (RATESCOPE_SNAPSHOT_BUDGET)")
+	fs.IntVar(&cfg.MaxWaiters, "max-waiters", envInt("RATESCOPE_MAX_WAITERS", defaultMaxWaiters), "the most checks with wait this instance holds until their booked slots; beyond it such a check is answered at once, nothing booked; 0: none is held (RATESCOPE_MAX_WAITERS)")
 	fs.IntVar(&cfg.DurableReplicas, "durable-replicas", envInt("RATESCOPE_DURABLE_REPLICAS", 0), "answer an allowed check only once this many replicas hold it (WAIT, within the check timeout); 0: don't wait (RATESCOPE_DURABLE_REPLICAS)")
 	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	if err := fs.Parse(args); err != nil {
@@ -243,6 +248,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		if c.n < 0 {
 			errs = append(errs, fmt.Errorf("%s: want 0 (no cap) or more", setting(c.flag, c.env, strconv.Itoa(c.n))))
 		}
+	}
+	if cfg.MaxWaiters < 0 {
+		errs = append(errs, fmt.Errorf("%s: want 0 (hold none) or more", setting("max-waiters", "RATESCOPE_MAX_WAITERS", strconv.Itoa(cfg.MaxWaiters))))
 	}
 	switch {
 	case cfg.DurableReplicas < 0:

@@ -39,6 +39,11 @@ type metrics struct {
 	grpcRequests     *prometheus.CounterVec
 	envoyHits        *prometheus.CounterVec
 	envoyStats       *envoyStats // counts envoyHits
+
+	waitersHeld    prometheus.Gauge
+	waitsServed    prometheus.Counter
+	waitsAbandoned prometheus.Counter
+	waitsRefused   prometheus.Counter
 }
 
 // redisOps are the operations ratescope_redis_errors_total counts, each at
@@ -148,6 +153,22 @@ func newMetrics() *metrics {
 		Help: "Hits on the limits of envoyproxy/ratelimit's config files, as it counts them, by its statistics key (the limit's name, with values where detailed_metric or value_to_metric ask: per limit the 100 most recently counted, the hits of others under the limit's name) and stat: total_hits, over_limit, near_limit, within_limit, shadow_mode.",
 	}, []string{"key", "stat"})
 	m.envoyStats = newEnvoyStats(m.envoyHits, envoyStatKeysPerLimit)
+	m.waitersHeld = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "ratescope_waiters_held",
+		Help: "Checks this instance holds right now until the slot they booked (a check with wait), at most --max-waiters.",
+	})
+	m.waitsServed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratescope_waits_served_total",
+		Help: "Checks that booked a slot, were held until it, and were answered allowed.",
+	})
+	m.waitsAbandoned = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratescope_waits_abandoned_total",
+		Help: "Checks that booked a slot but whose client went away before it (or the server shut down): their bookings are refunded.",
+	})
+	m.waitsRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "ratescope_waits_refused_total",
+		Help: "Checks denied at once, with nothing booked, that would have waited for a slot but found this instance holding --max-waiters checks already.",
+	})
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ratescope_build_info",
@@ -167,6 +188,7 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.decisions, m.adjustments, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
 		m.connsRefused, m.viewers, m.wsRefused, m.labRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		m.redisUp, m.reloadSuccessful, m.reloadSuccessAt, m.httpRequests, m.httpDuration, m.grpcRequests, m.envoyHits, buildInfo,
+		m.waitersHeld, m.waitsServed, m.waitsAbandoned, m.waitsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -161,6 +161,7 @@ policies:
   - {name: login, rules: ["1/1m", "5/1h"]}
   - {name: plan, rules: ["10/1s", "2/month"], timezone: Europe/Berlin}
   - {name: daily, rules: ["1/day"], algorithm: gcra}
+  - {name: w, rules: ["1/1s"]}
 routes:
   - match: {pathPrefix: /login}
     policy: login
@@ -205,6 +206,11 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 400, call(t, "POST", u+"/api/v1/check?key=oa1", `{"key":"other"}`))
 	must(t, router, 401, call(t, "POST", u+"/api/v1/check?key=oa1&policy=default", ""))
 	must(t, router, 413, call(t, "POST", u+"/api/v1/check", big))
+	// Waiting: a booked answer, a bad wait, a wait on a policy that cannot book.
+	must(t, router, 200, call(t, "POST", u+"/api/v1/check?key=oa1&policy=w", "", api...))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/check?key=oa1&policy=w&wait=5s", "", api...))
+	must(t, router, 400, call(t, "POST", u+"/api/v1/check?key=oa1&policy=demo&wait=soon", ""))
+	must(t, router, 409, call(t, "POST", u+"/api/v1/check", `{"key":"oa1","policy":"b","wait":"1s"}`, api...))
 
 	describeAdjustments(t, router, app, api, big)
 	describeOverrides(t, router, app, api)

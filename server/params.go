@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -33,6 +34,7 @@ var (
 	fieldMode     = field{name: "mode"}
 	fieldRequests = field{name: "requests", integer: true}
 	fieldThinkMs  = field{name: "thinkMs", integer: true}
+	fieldWait     = field{name: "wait"}
 )
 
 // params are the parameters of one request, from its query string and JSON
@@ -258,6 +260,20 @@ func (p *params) policy(set *settings) *policyEntry {
 		return &policyEntry{Policy: &httplimit.Policy{}}
 	}
 	return pol
+}
+
+// duration reads an optional duration such as 300ms, from 0 to hi.
+func (p *params) duration(name string, hi time.Duration) time.Duration {
+	s, ok := p.values[name]
+	if !ok || p.failed(name) {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > hi {
+		p.fail(name, "must be a duration from 0 to %s, such as 300ms or 5s, not %q", hi, truncate(s, 40))
+		return 0
+	}
+	return d
 }
 
 // integer reads an optional whole number in [lo, hi].

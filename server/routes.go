@@ -27,7 +27,7 @@ func routes(e *echo.Echo, p *parts) {
 	}
 
 	api := e.Group("/api/v1")
-	api.POST("/check", handleCheck(p.store, p.checker, p.auth))
+	api.POST("/check", handleCheck(checkAPI{store: p.store, checker: p.checker, auth: p.auth, waiters: p.waiters, live: p.live, log: p.log}))
 	api.POST("/refund", handleRefund(adjust))
 	api.POST("/settle", handleSettle(adjust))
 	api.GET("/window", handleWindow(windows))

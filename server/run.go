@@ -106,6 +106,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Error("a server failed; stopping", "err", failed)
 	case <-ctx.Done():
 	}
+	p.waiters.stop() // held checks give their slots back and answer 503
 	if err := shutdown(log, srv, envoy, p.live, &views); failed == nil {
 		failed = err
 	}

@@ -147,6 +147,7 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *
 		races:     &races{},
 		labs:      labRegistry{rdb: rdb, max: cfg.MaxLabs},
 		labRecent: recent,
+		waiters:   newWaiters(cfg.MaxWaiters, m),
 	}
 }
 

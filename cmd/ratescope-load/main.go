@@ -14,6 +14,9 @@
 //   - algorithms (SPEC §8): per algorithm, Redis µs per check and bytes per
 //     key at limits 10, 1,000 and 100,000, and agreement with the log on one
 //     recorded bursty trace (--trace-duration, replayed in real time);
+//   - with --waiters (waiters.go): --waiter-count checks (10,000) held at once
+//     on one instance until their booked slots — the server's heap, RSS and
+//     goroutines per held request, and its CPU while holding them;
 //   - with --failover, that phase alone (failover.go, SPEC §10): a Sentinel
 //     deployment's master killed under load and brought back empty, with and
 //     without --durable-replicas 1, on 1 and 2 replicas — admissions over the
@@ -111,6 +114,10 @@ type options struct {
 	// The quota-memory phase, off unless --quota-memory.
 	quotaMemory bool
 	quotaKeys   int
+	// The waiters phase, off unless --waiters.
+	waiters     bool
+	waiterCount int
+	waiterHold  time.Duration
 
 	// The scripts phase, off unless --scripts.
 	scriptsPhase bool
@@ -164,6 +171,9 @@ func main() {
 	flag.BoolVar(&o.outcomes, "outcomes", false, "also run the outcomes phase: refund and settle calls/s and Redis's cost per call beside a check's, through the limiter on a redis-server of its own")
 	flag.BoolVar(&o.quotaMemory, "quota-memory", false, "also run the quota-memory phase: Redis memory per client of a month quota (INFO memory), over --quota-keys keys checked once each")
 	flag.IntVar(&o.quotaKeys, "quota-keys", 100_000, "client keys of the quota-memory phase")
+	flag.BoolVar(&o.waiters, "waiters", false, "also run the waiters phase: memory and CPU of the server per check held for its booked slot, --waiter-count held at once on one instance")
+	flag.IntVar(&o.waiterCount, "waiter-count", 10_000, "checks the waiters phase holds at once (one connection each)")
+	flag.DurationVar(&o.waiterHold, "waiter-hold", 20*time.Second, "about how long the waiters phase holds each check: its policy's window, whole seconds")
 	flag.Var((*stringList)(&o.scripts), "script", "another version of the check script for --scripts, as NAME=FILE (repeatable; the first is the base of the ratios)")
 	flag.IntVar(&o.scriptChecks, "script-checks", 10_000, "checks per fill and per denied run of the scripts phase (the fill covers at least the limit)")
 	flag.IntVar(&o.scriptRate, "script-rate", 20_000, "checks per second of the scripts phase's steady workload (paced)")
@@ -205,6 +215,8 @@ func (o options) validate() error {
 		return errors.New("--envoy-check-timeout must be positive")
 	case o.quotaKeys < 1:
 		return errors.New("--quota-keys must be at least 1")
+	case o.waiterCount < 1 || o.waiterHold < 2*time.Second || o.waiterHold > 30*time.Second || o.waiterHold%time.Second != 0:
+		return errors.New("--waiter-count must be at least 1, --waiter-hold whole seconds from 2s to 30s")
 	case o.scriptChecks < 1 || o.scriptRate < 1:
 		return errors.New("--script-checks and --script-rate must be at least 1")
 	case o.failoverRate < 1 || o.failoverRuns < 1 || o.failoverRestart < 0:
@@ -315,6 +327,7 @@ func run(o options) error {
 		{"scripts", !o.scriptsPhase, measureScripts},
 		{"outcomes", !o.outcomes, measureOutcomes},
 		{"quota memory", !o.quotaMemory, measureQuotaMemory},
+		{"waiters", !o.waiters, measureWaiters},
 	}
 	var failed []string
 	for _, p := range phases {

@@ -180,6 +180,13 @@ type DecisionBody struct {
 	// Override names the per-client override that decided instead of the
 	// policy's own rules: "key" or "prefix:<prefix>" (Checker.Resolve).
 	Override string `json:"override,omitempty"`
+	// BookedMs is the slot a check that may wait booked (on Redis's clock,
+	// after NowMs): its entries are scored there, and the answer comes
+	// then. Count, Remaining and the rules describe the windows at it.
+	BookedMs int64 `json:"bookedMs,omitempty"`
+	// WaitedMs is how long the server held a booked check before
+	// answering: set by the one holding it, never by NewDecisionBody.
+	WaitedMs int64 `json:"waitedMs,omitempty"`
 }
 
 // NewDecisionBody builds the answer to d.
@@ -192,6 +199,7 @@ func NewDecisionBody(d limiter.Decision) DecisionBody {
 		Rules:  make([]RuleBody, len(d.Rules)),
 		Cached: d.Cached, Shadow: d.Shadow, WouldDeny: d.WouldDeny(),
 		Locked: d.Locked, LockLevel: d.LockLevel, Override: d.Override,
+		BookedMs: d.BookedMs,
 	}
 	if b.OldestMs >= 0 {
 		out.OldestMs = &b.OldestMs

@@ -42,6 +42,13 @@ type Target struct {
 	// to "would it pass?". Cost may be 0 then. Observers see a peek start
 	// and finish, but it is no decision: Decided is not called.
 	Peek bool
+	// Wait lets a request the log's rules deny book the first moment its
+	// cost fits, when that is at most Wait away (limiter.Within.Wait, up
+	// to limiter.MaxWait): the Decision is then allowed and Booked, and
+	// the caller holds the request until its slot (Hold), or refunds it
+	// when it gives up. 0: no booking. A wait on another algorithm than
+	// the log is the caller's mistake (limiter.ErrWaitNotLog).
+	Wait time.Duration
 }
 
 // Result is the outcome of one check.
@@ -53,8 +60,9 @@ type Result struct {
 	// RateLimit fields are the answer's.
 	Policy *Policy
 	// Err is why there is no decision: Redis failed or was too slow (the
-	// fail mode answered), or the key or cost was invalid
-	// (limiter.ErrInvalidKey, limiter.ErrInvalidCost: the caller's mistake).
+	// fail mode answered), or the key, cost or wait was invalid
+	// (limiter.ErrInvalidKey, limiter.ErrInvalidCost,
+	// limiter.ErrInvalidWait, limiter.ErrWaitNotLog: the caller's mistake).
 	Err error
 	// Pass reports that the request may go on: it was allowed (for a shadow
 	// policy possibly a would-deny, Decision.WouldDeny) or failed open (Err
@@ -170,11 +178,16 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 	if !t.Policy.CostFits(t.Cost) && !(t.Peek && t.Cost == 0) {
 		return Result{Err: limiter.ErrInvalidCost, Policy: t.Policy}
 	}
+	if t.Wait != 0 {
+		if err := limiter.ValidateWait(t.Wait, t.Policy.Policy); err != nil {
+			return Result{Err: err, Policy: t.Policy}
+		}
+	}
 	timeout := c.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	within := limiter.Within{RoundTrip: timeout, Total: max(c.MaxWait, timeout)}
+	within := limiter.Within{RoundTrip: timeout, Total: max(c.MaxWait, timeout), Wait: t.Wait}
 	observers := [2][]Observer{c.Observers, t.Policy.observers}
 	for _, os := range observers {
 		for _, o := range os {

@@ -90,6 +90,12 @@ func (b DecisionBody) AppendMembers(dst []byte) []byte {
 		dst = append(dst, `,"override":`...)
 		dst = appendString(dst, b.Override)
 	}
+	if b.BookedMs != 0 {
+		dst = appendInt(dst, `,"bookedMs":`, b.BookedMs)
+	}
+	if b.WaitedMs != 0 {
+		dst = appendInt(dst, `,"waitedMs":`, b.WaitedMs)
+	}
 	return dst
 }
 

@@ -31,6 +31,9 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		if r.IntN(2) == 0 {
 			b.Override = "prefix:" + pick()
 		}
+		if r.IntN(2) == 0 { // a booking, and maybe the time it was held
+			b.BookedMs, b.WaitedMs = r.Int64N(1<<50), r.Int64N(2)*r.Int64N(30000)
+		}
 		if r.IntN(2) == 0 {
 			v := r.Int64N(1 << 50)
 			b.OldestMs = &v

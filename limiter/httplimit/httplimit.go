@@ -16,7 +16,9 @@
 // without RateLimit headers. WithLiveView shows the decisions on a ratescope
 // page on the same Redis (package livebus). CountOnly counts a request only
 // when its handler's status says so (failed logins, not logins), exactly
-// under any concurrency.
+// under any concurrency. WaitUpTo lets a request the rules deny wait for
+// the first moment it fits, booked so no later request takes it, instead
+// of being denied at once.
 package httplimit
 
 import (
@@ -39,6 +41,8 @@ type config struct {
 	// counts decides from the handler's status whether a request counts
 	// (CountOnly); nil: every request does.
 	counts func(status int) bool
+	// wait is how long a request may wait for a slot (WaitUpTo); 0: none.
+	wait time.Duration
 }
 
 // observe adds o to the Checker's observers, never to a slice another
@@ -130,6 +134,9 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 	if cfg.counts != nil {
 		mustRefund(&cfg.checker, p)
 	}
+	if cfg.wait != 0 {
+		mustWait(&cfg.checker, p, cfg.wait)
+	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key, err := cfg.key(r)
@@ -137,10 +144,11 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 				writeKeyError(w, err)
 				return
 			}
-			t := Target{Key: fitKey(key), Policy: pp, Cost: cfg.cost}
+			t := Target{Key: fitKey(key), Policy: pp, Cost: cfg.cost, Wait: cfg.wait}
 			res := mm.Check(w, r, t)
 			switch {
 			case !res.Pass:
+			case res.Err == nil && res.Decision.Booked() && !cfg.holdOrRefund(w, r, res, t.Key):
 			case cfg.counts != nil && res.Err == nil && res.Decision.Allowed: // recorded: an outcome may take it back
 				mm.cfg.serveCounted(next, w, r, t, res.Decision.ID)
 			default:
@@ -164,12 +172,20 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Res
 // RateLimit fields whenever there is a decision, and the whole response when
 // the request must not pass — a denial (t.DenyStatus, default 429;
 // Retry-After; the quota-exceeded problem document), Redis failing with
-// FailClosed (503, Retry-After: 1), or an invalid key or cost (400).
+// FailClosed (503, Retry-After: 1), an invalid key, cost or wait (400), or
+// a wait on a policy of another algorithm than the log (409). A booked
+// request passes with its RateLimit fields (as at its slot) set; holding it
+// until the slot is the caller's (Hold).
 func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Result {
 	res := c.Check(r.Context(), t)
 	switch {
-	case errors.Is(res.Err, limiter.ErrInvalidKey), errors.Is(res.Err, limiter.ErrInvalidCost):
+	case errors.Is(res.Err, limiter.ErrInvalidKey), errors.Is(res.Err, limiter.ErrInvalidCost), errors.Is(res.Err, limiter.ErrInvalidWait):
 		return res.badRequest(w)
+	case errors.Is(res.Err, limiter.ErrWaitNotLog):
+		p := NewProblem(http.StatusConflict, "wait: "+res.Err.Error())
+		p.Errors = []FieldError{{Field: "wait", Detail: res.Err.Error()}}
+		WriteProblem(w, http.StatusConflict, p)
+		return res
 	case res.Err != nil:
 		if !res.Pass {
 			writeUnavailable(w)
@@ -187,11 +203,14 @@ func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Re
 	return res
 }
 
-// badRequest answers 400 naming the key or the cost.
+// badRequest answers 400 naming the key, the cost or the wait.
 func (res Result) badRequest(w http.ResponseWriter) Result {
 	field := "key"
-	if errors.Is(res.Err, limiter.ErrInvalidCost) {
+	switch {
+	case errors.Is(res.Err, limiter.ErrInvalidCost):
 		field = "cost"
+	case errors.Is(res.Err, limiter.ErrInvalidWait):
+		field = "wait"
 	}
 	p := NewProblem(http.StatusBadRequest, field+": "+res.Err.Error())
 	p.Errors = []FieldError{{Field: field, Detail: res.Err.Error()}}
