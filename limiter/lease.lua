@@ -57,11 +57,14 @@ local function evict()
   return out
 end
 
--- keep makes the set outlive a lease ending at expires: it goes when its
--- last lease does, so nothing is left of a key nobody holds.
+-- keep makes the set outlive a lease ending at expires by one lease time:
+-- long enough for the next call to find the lease expired and report it
+-- (a holder that never released), short enough that nothing is left for
+-- long of a key nobody holds.
 local function keep(expires)
-  if redis.call('PTTL', key) < expires - now then
-    redis.call('PEXPIRE', key, expires - now)
+  local ttl = expires - now + leaseMs
+  if redis.call('PTTL', key) < ttl then
+    redis.call('PEXPIRE', key, ttl)
   end
 end
 

@@ -119,7 +119,9 @@ func NewMiddleware(c *Checker, opts ...Option) *Middleware {
 
 // Limit returns middleware that limits every request it wraps under p, a
 // policy per route: wrap each route's handler with its own. opts override the
-// Middleware's options for this route (e.g. another key or cost).
+// Middleware's options for this route (e.g. another key or cost). Under an
+// inflight policy (LIMIT/inflight) each request holds a lease while its
+// handler runs instead (see serveLeased); its cost is ignored.
 func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) http.Handler {
 	cfg := m.cfg
 	for _, o := range opts {
@@ -138,6 +140,10 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 				return
 			}
 			t := Target{Key: fitKey(key), Policy: pp, Cost: cfg.cost}
+			if p.InFlight() { // leases, not checks: serveLeased
+				mm.cfg.serveLeased(next, w, r, t)
+				return
+			}
 			res := mm.Check(w, r, t)
 			switch {
 			case !res.Pass:
@@ -164,12 +170,16 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Res
 // RateLimit fields whenever there is a decision, and the whole response when
 // the request must not pass — a denial (t.DenyStatus, default 429;
 // Retry-After; the quota-exceeded problem document), Redis failing with
-// FailClosed (503, Retry-After: 1), or an invalid key or cost (400).
+// FailClosed (503, Retry-After: 1), an invalid key or cost (400), or an
+// inflight policy, whose requests take leases (409 naming the policy).
 func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Result {
 	res := c.Check(r.Context(), t)
 	switch {
 	case errors.Is(res.Err, limiter.ErrInvalidKey), errors.Is(res.Err, limiter.ErrInvalidCost):
 		return res.badRequest(w)
+	case errors.Is(res.Err, limiter.ErrInFlight):
+		inFlightProblem(w, res.Policy.Name)
+		return res
 	case res.Err != nil:
 		if !res.Pass {
 			writeUnavailable(w)
