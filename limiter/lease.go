@@ -91,7 +91,7 @@ func (p *Policy) parseInFlight(hasAlg bool) error {
 	inflight := slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.InFlight })
 	switch {
 	case !inflight && p.Algorithm == InFlight:
-		return errors.New("@inflight needs a rule LIMIT/inflight, e.g. jobs=4/inflight")
+		return errors.New("@inflight takes one rule LIMIT/inflight (e.g. jobs=4/inflight), not windows or quotas")
 	case !inflight && p.Lease > 0:
 		return errors.New("+lease= applies to a LIMIT/inflight rule only, e.g. jobs=4/inflight+lease=45s")
 	case !inflight:

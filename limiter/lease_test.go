@@ -313,7 +313,7 @@ func TestParseInFlightPolicy(t *testing.T) {
 		"jobs=4/inflight+lock=1m":     "+lock=",
 		"jobs=4/inflight+tz=UTC":      "+tz=",
 		"jobs=10/1m+lease=30s":        "+lease= applies to a LIMIT/inflight rule only",
-		"jobs=10/1m@inflight":         "@inflight needs a rule LIMIT/inflight",
+		"jobs=10/1m@inflight":         "@inflight takes one rule LIMIT/inflight",
 		"jobs=4/inflight+lease=500ms": "from 1s to 24h",
 		"jobs=4/inflight+lease=25h":   "from 1s to 24h",
 		"jobs=4/inflight+lease=1.5ms": "whole milliseconds",
