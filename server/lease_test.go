@@ -244,5 +244,7 @@ func TestLeasesLive(t *testing.T) {
 		t.Fatalf("window: %d %s", w.status, w.raw)
 	}
 	do(t, "DELETE", leaseURL(app, "jobs", key, id, ""), "")
-	v.next("lease", func(m map[string]any) bool { return m["kind"] == "released" && m["leaseId"] == id && m["inFlight"] == 0.0 })
+	v.next("lease", func(m map[string]any) bool {
+		return m["kind"] == "released" && m["leaseId"] == id && m["inFlight"] == 0.0
+	})
 }
