@@ -84,6 +84,17 @@ type failOpenLeaseJSON struct {
 	Policy   string  `json:"policy"`
 }
 
+// leaseEvents are the events ratescope_leases_total counts.
+var leaseEvents = []string{live.LeaseAcquired, live.LeaseRefused, live.LeaseRenewed, leaseLost, live.LeaseReleased, live.LeaseExpired}
+
+// leaseSeries starts an inflight policy's lease series at zero.
+func (m *metrics) leaseSeries(policy string) {
+	for _, e := range leaseEvents {
+		m.leases.WithLabelValues(policy, e)
+	}
+	m.leasesHeld.WithLabelValues(policy)
+}
+
 // observe counts and streams what one lease call did.
 func (a leaseAPI) observe(kind string, res httplimit.LeaseResult) {
 	l, name := res.Lease, res.Policy.Name

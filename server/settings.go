@@ -98,6 +98,9 @@ func buildSettings(cfg Config, file *parsedFile, envoyFiles *envoyconf.Set, m *m
 		e := &policyEntry{Policy: httplimit.Prepare(p, m.policyCounters(p.Name)), adjusted: m.adjustmentCounters(p.Name)}
 		s.policies = append(s.policies, e)
 		s.byName[p.Name] = e
+		if p.InFlight() {
+			m.leaseSeries(p.Name)
+		}
 	}
 
 	proxies := slices.Clone(cfg.TrustedProxies)
