@@ -129,6 +129,10 @@ func (a leaseAPI) call(c echo.Context, t leaseTarget, run func(ctx context.Conte
 	switch {
 	case errors.Is(res.Err, limiter.ErrNotInFlight): // an override's rules are windows: none can be
 		return res, notInFlight(res.Policy.Policy)
+	case errors.Is(res.Err, limiter.ErrInvalidLeaseID): // params checked it: never Redis's fault
+		return res, badRequest([]httplimit.FieldError{{Field: "leaseId", Detail: res.Err.Error()}})
+	case errors.Is(res.Err, limiter.ErrInvalidKey):
+		return res, badRequest([]httplimit.FieldError{{Field: "key", Detail: res.Err.Error()}})
 	case res.Err != nil:
 		return res, a.redis.failed("lease", "failed to run the lease call in Redis")
 	}
