@@ -139,6 +139,9 @@ type algorithm interface {
 // algorithmOf returns p's algorithm; an unknown name (a Policy built by hand)
 // falls back to the log, as an empty one does.
 func algorithmOf(p Policy) algorithm {
+	if p.InFlight() {
+		return leaseAlgorithm{}
+	}
 	if r, ok := registry[p.AlgorithmName()]; ok {
 		return r.impl
 	}

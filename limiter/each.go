@@ -29,6 +29,9 @@ func (l *Limiter) AllowEach(ctx context.Context, key string, ps []Policy, cost i
 	calls := make([]prepared, len(ps))
 	seen := make(map[string]bool, len(ps))
 	for i, p := range ps {
+		if p.InFlight() {
+			return nil, ErrInFlight
+		}
 		if !p.CostFits(cost) {
 			return nil, ErrInvalidCost
 		}

@@ -296,6 +296,9 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
+	if p.InFlight() {
+		return Decision{}, ErrInFlight
+	}
 	if !p.CostFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}
@@ -434,7 +437,11 @@ type Window struct {
 	Algorithm Algorithm
 	// Entries are, for the log, those inside the longest window, oldest
 	// first, at most MaxSnapshot of them; empty for the other algorithms.
-	Entries   []Entry
+	Entries []Entry
+	// Leases are, for an inflight policy (whose Entries are empty), the
+	// live leases, the earliest expiry first, at most MaxSnapshot of them;
+	// its Count is how many are live, its WindowMs the lease time.
+	Leases    []LiveLease
 	Truncated bool
 	// Count is the longest window's Count: for the log, the true number of
 	// entries inside it.

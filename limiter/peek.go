@@ -17,6 +17,9 @@ func (l *Limiter) PeekWithin(ctx context.Context, w Within, key string, p Policy
 	if err := ValidateKey(key); err != nil {
 		return Decision{}, err
 	}
+	if p.InFlight() {
+		return Decision{}, ErrInFlight
+	}
 	if cost != 0 && !p.CostFits(cost) {
 		return Decision{}, ErrInvalidCost
 	}

@@ -29,18 +29,28 @@ const (
 // Limit in each day, week or month of the policy's time zone, counted by one
 // counter per period; its Window is then 0 (it slides over nothing), and
 // every consumer of rules must tell the two apart.
+//
+// Or, when InFlight is set, a limit of requests in flight: at most Limit
+// leases live at once (its policy's Lease says how long one lasts unless
+// renewed); its Window is 0 and its Period "", and such a rule is its
+// policy's only one (Policy.InFlight).
 type Rule struct {
-	Limit  int
-	Window time.Duration
-	Period Period `json:",omitempty"`
+	Limit    int
+	Window   time.Duration
+	Period   Period `json:",omitempty"`
+	InFlight bool   `json:",omitempty"`
 }
 
 // WindowMs is the window in milliseconds, the unit scores are kept in; 0
 // for a quota rule.
 func (r Rule) WindowMs() int64 { return r.Window.Milliseconds() }
 
-// String writes the rule as a policy does: "5/1m", "100000/month".
+// String writes the rule as a policy does: "5/1m", "100000/month",
+// "4/inflight".
 func (r Rule) String() string {
+	if r.InFlight {
+		return fmt.Sprintf("%d/inflight", r.Limit)
+	}
 	if r.Period != "" {
 		return fmt.Sprintf("%d/%s", r.Limit, r.Period)
 	}
@@ -78,6 +88,10 @@ type Policy struct {
 	// doubles the time, up to MaxLock. A Reset clears the lock and its
 	// history. "+lock=15m" in a policy string.
 	Lock time.Duration `json:",omitempty"`
+	// Lease is how long a lease of an inflight policy lasts unless renewed
+	// (InFlight): "+lease=45s"; ParsePolicy sets DefaultLease when none is
+	// given. 0 for every other policy.
+	Lease time.Duration `json:",omitempty"`
 }
 
 // Bounds of a lock (Policy.Lock): from a second to a day.
@@ -145,7 +159,7 @@ func (p Policy) String() string {
 		parts[i] = r.String()
 	}
 	s := p.Name + "=" + strings.Join(parts, ",")
-	if a := p.AlgorithmName(); a != Log {
+	if a := p.AlgorithmName(); a != Log && a != InFlight { // an inflight rule says it
 		s += "@" + string(a)
 	}
 	if p.Shadow {
@@ -156,6 +170,9 @@ func (p Policy) String() string {
 	}
 	if p.Timezone != "" {
 		s += "+tz=" + p.Timezone
+	}
+	if p.Lease > 0 {
+		s += "+lease=" + WindowString(p.Lease)
 	}
 	return s
 }
@@ -207,12 +224,21 @@ var policyOptions = map[string]func(p *Policy, value string, given bool) error{
 		p.Timezone = v
 		return nil
 	},
+	"lease": func(p *Policy, v string, given bool) error {
+		d, err := time.ParseDuration(v)
+		if !given || err != nil || d < MinLease || d > MaxLease || d%time.Millisecond != 0 {
+			return errors.New("want whole milliseconds from 1s to 24h, e.g. +lease=45s")
+		}
+		p.Lease = d
+		return nil
+	},
 }
 
 // ParsePolicy reads NAME=RULE[,RULE…] followed, in any order, by
-// [@ALGORITHM], [+shadow], [+lock=DURATION] and [+tz=ZONE], e.g.
-// "login=5/1m,20/1h", "api=1000/1m@gcra", "search=50/10s+shadow",
-// "login=5/15m+lock=15m", "api=10/1s,100000/month+tz=America/New_York".
+// [@ALGORITHM], [+shadow], [+lock=DURATION], [+tz=ZONE] and
+// [+lease=DURATION], e.g. "login=5/1m,20/1h", "api=1000/1m@gcra",
+// "search=50/10s+shadow", "login=5/15m+lock=15m",
+// "api=10/1s,100000/month+tz=America/New_York", "jobs=4/inflight+lease=45s".
 // A RULE is LIMIT/WINDOW, WINDOW a Go duration of whole seconds from 1s to
 // 7 days (168h), LIMIT 1 to its algorithm's Descriptor.MaxLimit (100,000
 // for log, 10,000,000 for the others); or a calendar quota LIMIT/day,
@@ -220,10 +246,16 @@ var policyOptions = map[string]func(p *Policy, value string, given bool) error{
 // quota is one counter per period, not an entry per request). A window or
 // a period may appear once. ALGORITHM is one of Algorithms (default log);
 // ZONE an IANA time zone for the quotas' periods (default UTC).
+//
+// A rule LIMIT/inflight (LIMIT 1 to MaxInFlight) limits requests in flight
+// instead: the policy's algorithm is then InFlight, the rule its only one,
+// and +lease=DURATION (whole milliseconds from MinLease to MaxLease, default
+// DefaultLease) how long a lease lasts unless renewed; +lease= needs such a
+// rule, and +shadow, +lock= and +tz= do not apply to one.
 func ParsePolicy(s string) (Policy, error) {
 	name, rest, ok := strings.Cut(strings.TrimSpace(s), "=")
 	if !ok {
-		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow][+lock=DURATION][+tz=ZONE], e.g. login=5/1m,20/1h", s)
+		return Policy{}, fmt.Errorf("policy %q: want NAME=LIMIT/WINDOW[,LIMIT/WINDOW…][@ALGORITHM][+shadow][+lock=DURATION][+tz=ZONE] or NAME=LIMIT/inflight[+lease=DURATION], e.g. login=5/1m,20/1h", s)
 	}
 	name = strings.TrimSpace(name)
 	if !policyName.MatchString(name) {
@@ -238,25 +270,37 @@ func ParsePolicy(s string) (Policy, error) {
 	if err != nil {
 		return Policy{}, fmt.Errorf("policy %q: %w", name, err)
 	}
-	desc, known := Describe(p.Algorithm)
-	if !known {
-		return Policy{}, fmt.Errorf("policy %q: algorithm %q must be one of %s", name, p.Algorithm, AlgorithmNames())
+	maxLimit := MaxInFlight // @inflight: parseInFlight says what else it needs
+	if p.Algorithm != InFlight {
+		desc, known := Describe(p.Algorithm)
+		if !known {
+			return Policy{}, fmt.Errorf("policy %q: algorithm %q must be one of %s", name, p.Algorithm, AlgorithmNames())
+		}
+		maxLimit = desc.MaxLimit
 	}
 	for part := range strings.SplitSeq(rules, ",") {
-		r, err := parseRule(strings.TrimSpace(part), desc.MaxLimit)
+		r, err := parseRule(strings.TrimSpace(part), maxLimit)
 		if err != nil {
 			if hasAlg {
 				err = fmt.Errorf("%w for @%s", err, p.Algorithm)
 			}
 			return Policy{}, fmt.Errorf("policy %q: %w", name, err)
 		}
-		if slices.ContainsFunc(p.Rules, func(o Rule) bool { return o.Window == r.Window && o.Period == r.Period }) {
+		if slices.ContainsFunc(p.Rules, func(o Rule) bool {
+			return o.Window == r.Window && o.Period == r.Period && o.InFlight == r.InFlight
+		}) {
+			if r.InFlight {
+				return Policy{}, fmt.Errorf("policy %q: inflight appears twice", name)
+			}
 			if r.Period != "" {
 				return Policy{}, fmt.Errorf("policy %q: period %s appears twice", name, r.Period)
 			}
 			return Policy{}, fmt.Errorf("policy %q: window %s appears twice", name, r.Window)
 		}
 		p.Rules = append(p.Rules, r)
+	}
+	if err := p.parseInFlight(hasAlg); err != nil {
+		return Policy{}, fmt.Errorf("policy %q: %w", name, err)
 	}
 	slices.SortFunc(p.Rules, compareRules)
 	return p, nil
@@ -307,7 +351,7 @@ func (p *Policy) parseOptions(s string) (hasAlg bool, err error) {
 		parse, known := policyOptions[opt]
 		switch {
 		case !known:
-			return hasAlg, fmt.Errorf("suffix %q: the options are +shadow, +lock=DURATION and +tz=ZONE, after the rules", "+"+tok)
+			return hasAlg, fmt.Errorf("suffix %q: the options are +shadow, +lock=DURATION, +tz=ZONE and +lease=DURATION, after the rules", "+"+tok)
 		case seen[opt]:
 			return hasAlg, fmt.Errorf("option +%s appears twice", opt)
 		}
@@ -342,6 +386,9 @@ func parseRule(s string, maxLimit int) (Rule, error) {
 		// A quota is one counter per period whatever the algorithm.
 		maxLimit = MaxLimit
 	}
+	if ws == inFlightRule {
+		maxLimit = MaxInFlight // a lease per request in flight, whatever else the policy says
+	}
 	limit, err := strconv.Atoi(strings.TrimSpace(ls))
 	if err != nil || limit < 1 || limit > maxLimit {
 		return Rule{}, fmt.Errorf("rule %q: limit must be a whole number from 1 to %d", s, maxLimit)
@@ -349,9 +396,12 @@ func parseRule(s string, maxLimit int) (Rule, error) {
 	if pd := Period(ws); pd.order() >= 0 {
 		return Rule{Limit: limit, Period: pd}, nil
 	}
+	if ws == inFlightRule {
+		return Rule{Limit: limit, InFlight: true}, nil
+	}
 	w, err := parseWindow(ws)
 	if err != nil {
-		return Rule{}, fmt.Errorf("rule %q: window must be a Go duration such as 10s, 1m or 24h (or whole days: 1d … 7d), or one of day, week, month", s)
+		return Rule{}, fmt.Errorf("rule %q: window must be a Go duration such as 10s, 1m or 24h (or whole days: 1d … 7d), one of day, week, month, or inflight", s)
 	}
 	if w < MinWindow || w > MaxWindow || w%time.Second != 0 {
 		return Rule{}, fmt.Errorf("rule %q: window must be whole seconds from 1s to 168h (7 days)", s)

@@ -24,7 +24,7 @@ func ExampleParsePolicy() {
 	// api=1000/1m@gcra           api algorithm=gcra shadow=false first rule 1000 per 1m0s
 	// search=50/10s+shadow       search algorithm=log shadow=true first rule 50 per 10s
 	// burst=5/1s@bucket+shadow   burst algorithm=bucket shadow=true first rule 5 per 1s
-	// policy "api": rule "1000/1fortnight": window must be a Go duration such as 10s, 1m or 24h (or whole days: 1d … 7d), or one of day, week, month
+	// policy "api": rule "1000/1fortnight": window must be a Go duration such as 10s, 1m or 24h (or whole days: 1d … 7d), one of day, week, month, or inflight
 }
 
 // ExamplePolicy_String writes a policy back as it is configured, each window

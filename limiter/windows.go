@@ -100,5 +100,8 @@ func finishWindow(lk lookup, reply any, p Policy) (Window, error) {
 	lr := w.Rules[longest]
 	w.Count, w.Limit, w.WindowMs = lr.Count, lr.Limit, lr.WindowMs
 	w.Truncated = lr.Period == "" && w.Count > len(w.Entries) && p.AlgorithmName() == Log
+	if p.InFlight() {
+		w.Truncated = w.Count > len(w.Leases)
+	}
 	return w, nil
 }

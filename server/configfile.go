@@ -31,6 +31,7 @@ type filePolicy struct {
 	Shadow    bool     `yaml:"shadow"`
 	Lock      string   `yaml:"lock"`     // a duration, e.g. 15m: +lock=15m
 	Timezone  string   `yaml:"timezone"` // an IANA zone for the quotas, e.g. Europe/Berlin: +tz=Europe/Berlin
+	Lease     string   `yaml:"lease"`    // an inflight policy's lease time, e.g. 45s: +lease=45s
 }
 
 type fileRoute struct {

@@ -107,6 +107,9 @@ func buildRoute(fr fileRoute, s *settings, file *parsedFile, path string) (route
 	if !ok {
 		return route{}, file.fieldErr(path+".policy", "unknown policy %q", fr.Policy)
 	}
+	if p.InFlight() {
+		return route{}, file.fieldErr(path+".policy", "policy %q limits requests in flight: forward auth answers before a request runs and never hears it end, so it cannot hold a lease; use a window policy", fr.Policy)
+	}
 	r.policy = p
 	spec := fr.Key
 	if spec == "" {

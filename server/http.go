@@ -84,7 +84,12 @@ func newEcho(p *parts) *echo.Echo {
 // hotPath reports whether a route answers checks: counted in metrics, logged
 // at debug level.
 func hotPath(path string) bool {
-	return path == "/api/v1/check" || path == forwardAuthPrefix || path == forwardAuthPrefix+"/*"
+	switch path {
+	case "/api/v1/check", forwardAuthPrefix, forwardAuthPrefix + "/*",
+		"/api/v1/leases", "/api/v1/leases/:leaseId", "/api/v1/leases/:leaseId/renew":
+		return true
+	}
+	return false
 }
 
 // securityHeaders sets the usual hardening headers on every response. The

@@ -44,11 +44,13 @@ type metrics struct {
 	waitsServed    prometheus.Counter
 	waitsAbandoned prometheus.Counter
 	waitsRefused   prometheus.Counter
+	leases     *prometheus.CounterVec // by policy and event
+	leasesHeld *prometheus.GaugeVec   // by policy
 }
 
 // redisOps are the operations ratescope_redis_errors_total counts, each at
 // zero from the start.
-var redisOps = []string{"check", "window", "reset", "refund", "settle", "publish", "race", "lab", "override"}
+var redisOps = []string{"check", "window", "reset", "refund", "settle", "publish", "race", "lab", "override", "lease"}
 
 // live is what the live view keeps.
 func (m *metrics) live() live.Metrics {
@@ -169,6 +171,14 @@ func newMetrics() *metrics {
 		Name: "ratescope_waits_refused_total",
 		Help: "Checks denied at once, with nothing booked, that would have waited for a slot but found this instance holding --max-waiters checks already.",
 	})
+	m.leases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "ratescope_leases_total",
+		Help: "Lease calls of inflight policies answered by this instance, by policy and event: acquired, refused (every lease was held: 429), renewed, lost (a renew found the lease gone: 404), released (a release that found the lease live), expired (leases whose holders let their lease time run out, found and removed by a lease call here).",
+	}, []string{"policy", "event"})
+	m.leasesHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "ratescope_leases_held",
+		Help: "Leases of an inflight policy held across every key, as this instance's lease calls changed them: acquired here, less those released or found expired here. Summed over the instances it is the leases held in all; a lease whose key sees no lease call after it expires stays counted until the instance restarts.",
+	}, []string{"policy"})
 	build := buildinfo.Read()
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "ratescope_build_info",
@@ -188,7 +198,7 @@ func newMetrics() *metrics {
 	m.reg.MustRegister(m.decisions, m.adjustments, m.failOpen, m.checkDuration, m.checksActive, m.redisErrors, m.configReloads,
 		m.connsRefused, m.viewers, m.wsRefused, m.labRefused, m.wsDropped, m.pubsubDropped, m.pubsubReconnects,
 		m.redisUp, m.reloadSuccessful, m.reloadSuccessAt, m.httpRequests, m.httpDuration, m.grpcRequests, m.envoyHits, buildInfo,
-		m.waitersHeld, m.waitsServed, m.waitsAbandoned, m.waitsRefused,
+		m.waitersHeld, m.waitsServed, m.waitsAbandoned, m.waitsRefused, m.leases, m.leasesHeld,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

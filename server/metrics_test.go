@@ -49,7 +49,7 @@ func missingMetrics(names []string, exposition string) []string {
 // yet (fail-open answers, Redis errors, gRPC calls), and its help texts cite
 // nothing a reader does not have.
 func TestMetricsFromTheStart(t *testing.T) {
-	app := startApp(t, map[string]string{"RATESCOPE_GRPC_ADDR": "127.0.0.1:0"})
+	app := startApp(t, map[string]string{"RATESCOPE_GRPC_ADDR": "127.0.0.1:0"}, "--policy", "jobs=2/inflight")
 	m := metrics(t, app)
 	if missing := missingMetrics(documentedMetrics(t), m); len(missing) > 0 {
 		t.Errorf("a fresh instance lacks %v", missing)
@@ -58,6 +58,8 @@ func TestMetricsFromTheStart(t *testing.T) {
 		`ratescope_fail_open_total{policy="demo"} 0`,
 		`ratescope_redis_errors_total{op="check"} 0`,
 		`ratescope_redis_errors_total{op="refund"} 0`,
+		`ratescope_leases_held{policy="jobs"} 0`,
+		`ratescope_leases_total{event="expired",policy="jobs"} 0`,
 		`ratescope_redis_errors_total{op="settle"} 0`,
 		`ratescope_adjustments_total{kind="refund",policy="demo"} 0`,
 		`ratescope_adjustments_total{kind="settle",policy="default"} 0`,

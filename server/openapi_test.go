@@ -162,6 +162,7 @@ policies:
   - {name: plan, rules: ["10/1s", "2/month"], timezone: Europe/Berlin}
   - {name: daily, rules: ["1/day"], algorithm: gcra}
   - {name: w, rules: ["1/1s"]}
+  - {name: jobs, rules: ["1/inflight"], lease: 2s}
 routes:
   - match: {pathPrefix: /login}
     policy: login
@@ -239,6 +240,24 @@ func TestOpenAPIDescribesEveryAnswer(t *testing.T) {
 	must(t, router, 401, call(t, "GET", u+"/api/v1/usage?key=oa1&policy=plan", ""))
 	must(t, router, 400, call(t, "DELETE", u+"/api/v1/window?key=oa1&key=oa2&policy=demo", ""))
 	must(t, router, 200, call(t, "GET", u+"/api/v1/policies", ""))
+
+	// Leases: held, refused, renewed, gone, released, and what does not fit.
+	lease := call(t, "POST", u+"/api/v1/leases?key=oa-l&policy=jobs", "", api...)
+	must(t, router, 200, lease)
+	leaseID := jsonString(t, lease.respBody, "leaseId")
+	must(t, router, 429, call(t, "POST", u+"/api/v1/leases", `{"key":"oa-l","policy":"jobs"}`, api...))
+	must(t, router, 200, call(t, "GET", u+"/api/v1/window?key=oa-l&policy=jobs", "", api...))
+	must(t, router, 200, call(t, "POST", u+"/api/v1/leases/"+leaseID+"/renew?key=oa-l&policy=jobs", "", api...))
+	must(t, router, 204, call(t, "DELETE", u+"/api/v1/leases/"+leaseID+"?key=oa-l&policy=jobs", "", api...))
+	must(t, router, 204, call(t, "DELETE", u+"/api/v1/leases/"+leaseID+"?key=oa-l&policy=jobs", "", api...))
+	must(t, router, 404, call(t, "POST", u+"/api/v1/leases/"+leaseID+"/renew?key=oa-l&policy=jobs", "", api...))
+	must(t, router, 400, call(t, "POST", u+"/api/v1/leases/not-a-lease/renew?key=oa-l&policy=jobs", "", api...))
+	must(t, router, 400, call(t, "DELETE", u+"/api/v1/leases/not-a-lease?key=bad%20key&policy=jobs", "", api...))
+	must(t, router, 400, call(t, "POST", u+"/api/v1/leases?policy=jobs", "", api...))
+	must(t, router, 401, call(t, "POST", u+"/api/v1/leases?key=oa-l&policy=jobs", ""))
+	must(t, router, 409, call(t, "POST", u+"/api/v1/leases?key=oa-l&policy=demo", ""))
+	must(t, router, 409, call(t, "POST", u+"/api/v1/check?key=oa-l&policy=jobs", "", api...))
+	must(t, router, 413, call(t, "POST", u+"/api/v1/leases", big))
 	must(t, router, 200, call(t, "GET", u+"/api/v1/overview?policy=demo", ""))
 	must(t, router, 200, call(t, "GET", u+"/api/v1/overview?policy=s", "", "Authorization", "Bearer adm"))
 	must(t, router, 401, call(t, "GET", u+"/api/v1/overview?policy=s", "", api...))
@@ -357,6 +376,9 @@ func TestOpenAPIRefusals(t *testing.T) {
 	must(t, router, 503, call(t, "POST", u+"/api/v1/race", `{"key":"oa3","mode":"atomic","requests":2,"thinkMs":0}`))
 	must(t, router, 503, call(t, "POST", u+"/api/v1/lab/check", `{"lab":"oa3","limit":3,"windowMs":10000}`))
 	must(t, router, 503, call(t, "DELETE", u+"/api/v1/lab?lab=oa3", ""))
+	must(t, router, 503, call(t, "POST", u+"/api/v1/leases?key=oa3&policy=jobs", ""))
+	must(t, router, 503, call(t, "POST", u+"/api/v1/leases/"+id+"/renew?key=oa3&policy=jobs", ""))
+	must(t, router, 503, call(t, "DELETE", u+"/api/v1/leases/"+id+"?key=oa3&policy=jobs", ""))
 	waitFor(t, 15*time.Second, "/readyz 503 while Redis hangs", func() bool {
 		x := call(t, "GET", u+"/readyz", "")
 		if x.status == 503 {
@@ -374,8 +396,11 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 	doc, _ := apiDoc(t, app)
 	documented := map[string]bool{}
 	for path := range doc.Paths.Map() {
-		// Echo's wildcard in OpenAPI's form: /static/* is /static/{file}.
+		// Echo's wildcard in OpenAPI's form: /static/* is /static/{file};
+		// and its parameters: /api/v1/leases/:leaseId is
+		// /api/v1/leases/{leaseId}.
 		documented[regexp.MustCompile(`\{[^}]+\}$`).ReplaceAllString(path, "*")] = true
+		documented[regexp.MustCompile(`\{([^}]+)\}`).ReplaceAllString(path, ":$1")] = true
 	}
 	served := map[string]bool{}
 	for _, m := range regexp.MustCompile(`ratescope_http_requests_total\{code="\d+",route="([^"]+)"\}`).FindAllStringSubmatch(metrics(t, app), -1) {
@@ -388,9 +413,10 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 			t.Errorf("route %s is not in the OpenAPI document", r)
 		}
 	}
-	for p := range documented {
-		if !served[p] {
-			t.Errorf("the OpenAPI document has %s, which no route serves", p)
+	for path := range doc.Paths.Map() {
+		wildcard := regexp.MustCompile(`\{[^}]+\}$`).ReplaceAllString(path, "*")
+		if p := regexp.MustCompile(`\{([^}]+)\}`).ReplaceAllString(path, ":$1"); !served[p] && !served[wildcard] {
+			t.Errorf("the OpenAPI document has %s, which no route serves", path)
 		}
 	}
 }

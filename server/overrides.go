@@ -72,11 +72,11 @@ type overridesJSON struct {
 }
 
 // rulesJSON lists rules as /api/v1/policies does: a window's windowMs, a
-// calendar quota's period.
+// calendar quota's period, an inflight rule's mark.
 func rulesJSON(rules []limiter.Rule) []policyRuleJSON {
 	out := make([]policyRuleJSON, len(rules))
 	for i, r := range rules {
-		out[i] = policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs(), Period: r.Period}
+		out[i] = policyRuleJSON{Limit: r.Limit, WindowMs: r.WindowMs(), Period: r.Period, InFlight: r.InFlight}
 	}
 	return out
 }

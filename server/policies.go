@@ -16,6 +16,8 @@ type policyJSON struct {
 	// Timezone is the zone the policy's calendar quotas count in, when it
 	// names one (UTC otherwise).
 	Timezone string `json:"timezone,omitempty"`
+	// LeaseMs is an inflight policy's lease time.
+	LeaseMs int64 `json:"leaseMs,omitempty"`
 }
 
 // policyRuleJSON is a rule: its window, or a calendar quota's period
@@ -24,6 +26,8 @@ type policyRuleJSON struct {
 	Limit    int            `json:"limit"`
 	WindowMs int64          `json:"windowMs,omitempty"`
 	Period   limiter.Period `json:"period,omitempty"`
+	// InFlight marks a rule LIMIT/inflight: at most limit leases at once.
+	InFlight bool `json:"inflight,omitempty"`
 }
 
 // policiesJSON is the answer of GET /api/v1/policies: the policies in force,
@@ -40,7 +44,7 @@ func handlePolicies(store *configStore) echo.HandlerFunc {
 		set := store.load()
 		out := policiesJSON{Version: set.version, LoadedAt: set.loadedAt.UnixMilli()}
 		for _, p := range set.policies {
-			pj := policyJSON{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow, Timezone: p.Timezone}
+			pj := policyJSON{Name: p.Name, Algorithm: p.Policy.AlgorithmName(), Shadow: p.Shadow, Timezone: p.Timezone, LeaseMs: p.Lease.Milliseconds()}
 			for _, r := range p.Rules {
 				pj.Rules = append(pj.Rules, rulesJSON([]limiter.Rule{r})...)
 			}

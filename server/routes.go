@@ -21,6 +21,7 @@ func routes(e *echo.Echo, p *parts) {
 	}
 	adjust := adjustAPI{store: p.store, auth: p.auth, lim: p.lim, redis: redis, live: p.live, log: p.log, resolve: p.checker.PolicyFor}
 	overrides := overridesAPI{store: p.store, auth: p.auth, ten: p.tenants, redis: redis, log: p.log}
+	leases := leaseAPI{store: p.store, auth: p.auth, checker: p.checker, redis: redis, live: p.live, log: p.log, metrics: p.metrics}
 	race := raceAPI{
 		store: p.store, lim: p.lim, naive: naive.New(p.rdb), races: p.races,
 		live: p.live, errors: p.metrics.redisErrors, log: p.log,
@@ -30,6 +31,9 @@ func routes(e *echo.Echo, p *parts) {
 	api.POST("/check", handleCheck(checkAPI{store: p.store, checker: p.checker, auth: p.auth, waiters: p.waiters, live: p.live, log: p.log}))
 	api.POST("/refund", handleRefund(adjust))
 	api.POST("/settle", handleSettle(adjust))
+	api.POST("/leases", handleAcquire(leases))
+	api.POST("/leases/:leaseId/renew", handleRenew(leases))
+	api.DELETE("/leases/:leaseId", handleRelease(leases))
 	api.GET("/window", handleWindow(windows))
 	api.DELETE("/window", handleReset(windows, p.live, p.log))
 	api.GET("/usage", handleUsage(windows, p.tenants))

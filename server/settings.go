@@ -98,6 +98,9 @@ func buildSettings(cfg Config, file *parsedFile, envoyFiles *envoyconf.Set, m *m
 		e := &policyEntry{Policy: httplimit.Prepare(p, m.policyCounters(p.Name)), adjusted: m.adjustmentCounters(p.Name)}
 		s.policies = append(s.policies, e)
 		s.byName[p.Name] = e
+		if p.InFlight() {
+			m.leaseSeries(p.Name)
+		}
 	}
 
 	proxies := slices.Clone(cfg.TrustedProxies)
@@ -218,6 +221,12 @@ func policySpec(fp filePolicy, file *parsedFile, path string) (string, error) {
 		}
 		spec += "+tz=" + fp.Timezone
 	}
+	if fp.Lease != "" {
+		if strings.ContainsAny(fp.Lease, "=,@+ ") {
+			return "", file.fieldErr(path+".lease", "%q: want a duration such as 30s", fp.Lease)
+		}
+		spec += "+lease=" + fp.Lease
+	}
 	return spec, nil
 }
 
@@ -256,8 +265,10 @@ func buildEnvoy(file *parsedFile, s *settings) ([]envoyDomain, error) {
 				errs = append(errs, file.fieldErr(dpath+".keys", "a key of more than %d bytes", rls.MaxNameLen))
 			}
 			mapped[fmt.Sprintf("%d %q", i, fd.Keys)] = true
-			if _, ok := s.policy(fd.Policy); !ok {
+			if p, ok := s.policy(fd.Policy); !ok {
 				errs = append(errs, file.fieldErr(dpath+".policy", "unknown policy %q", fd.Policy))
+			} else if p.InFlight() {
+				errs = append(errs, file.fieldErr(dpath+".policy", "policy %q limits requests in flight: the rate limit service answers before a request runs and never hears it end, so it cannot hold a lease; use a window policy", fd.Policy))
 			}
 			d.Descriptors = append(d.Descriptors, envoyDescriptor{Keys: fd.Keys, Policy: fd.Policy})
 		}

@@ -59,6 +59,13 @@
 //
 //	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --outcomes
 //
+// With --leases it measures what a concurrency lease costs beside a check:
+// Limiter.Acquire then Release against Limiter.Allow, the baseline of the
+// same run, on a redis-server of its own: units/s and calls/s from --conns
+// callers, Redis's script µs and CPU µs per call (leases.go):
+//
+//	go run ./cmd/ratescope-load --skip-http --skip-lib --skip-ws --skip-algos --leases
+//
 // With --quota-memory it measures what a calendar quota costs Redis per
 // client: --quota-keys keys checked once each on a month quota, INFO
 // memory's used_memory before and after (quota.go):
@@ -111,6 +118,8 @@ type options struct {
 	// The outcomes phase, off unless --outcomes.
 	outcomes bool
 
+	// The leases phase, off unless --leases.
+	leases bool
 	// The quota-memory phase, off unless --quota-memory.
 	quotaMemory bool
 	quotaKeys   int
@@ -169,6 +178,7 @@ func main() {
 	flag.DurationVar(&o.envoyCheckTimeout, "envoy-check-timeout", 10*time.Second, "ratescope's check timeout in the Envoy phase (envoyproxy/ratelimit waits up to 10 s for Redis); the default, 150ms, shows what a saturated machine does to it")
 	flag.BoolVar(&o.scriptsPhase, "scripts", false, "also run the scripts phase: what a decision of the log costs Redis (INFO commandstats, INFO cpu), A/B against each --script")
 	flag.BoolVar(&o.outcomes, "outcomes", false, "also run the outcomes phase: refund and settle calls/s and Redis's cost per call beside a check's, through the limiter on a redis-server of its own")
+	flag.BoolVar(&o.leases, "leases", false, "also run the leases phase: acquire + release calls/s and Redis's cost per call beside a check's (the baseline of the same run), through the limiter on a redis-server of its own")
 	flag.BoolVar(&o.quotaMemory, "quota-memory", false, "also run the quota-memory phase: Redis memory per client of a month quota (INFO memory), over --quota-keys keys checked once each")
 	flag.IntVar(&o.quotaKeys, "quota-keys", 100_000, "client keys of the quota-memory phase")
 	flag.BoolVar(&o.waiters, "waiters", false, "also run the waiters phase: memory and CPU of the server per check held for its booked slot, --waiter-count held at once on one instance")
@@ -326,6 +336,7 @@ func run(o options) error {
 		{"Envoy", !o.envoy, measureEnvoy},
 		{"scripts", !o.scriptsPhase, measureScripts},
 		{"outcomes", !o.outcomes, measureOutcomes},
+		{"leases", !o.leases, measureLeases},
 		{"quota memory", !o.quotaMemory, measureQuotaMemory},
 		{"waiters", !o.waiters, measureWaiters},
 	}

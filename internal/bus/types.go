@@ -29,4 +29,8 @@ const (
 	// TypeOverview is every policy's rates and one policy's top clients, on
 	// /ws/overview once a second (SPEC §11).
 	TypeOverview = "overview"
+	// TypeLease is one lease of an inflight policy acquired, refused,
+	// renewed, released or found expired (its kind says which), from any
+	// instance: what the page draws leases from.
+	TypeLease = "lease"
 )

@@ -19,10 +19,11 @@ func LogKey(key, policy string) string {
 }
 
 // StateKey is where key's state under policy lives for algorithm: the log's
-// sorted set (LogKey) for "log" or "", else a hash beside it,
+// sorted set (LogKey) for "log" or "" — and for "inflight", whose leases
+// live in that set too —, else a hash beside it,
 // rate_limit:{<key>}:<policy>:<algorithm>, one field per rule.
 func StateKey(key, policy, algorithm string) string {
-	if algorithm == "log" || algorithm == "" {
+	if algorithm == "log" || algorithm == "" || algorithm == "inflight" {
 		return LogKey(key, policy)
 	}
 	return LogKey(key, policy) + ":" + algorithm

@@ -62,7 +62,9 @@ type Result struct {
 	// Err is why there is no decision: Redis failed or was too slow (the
 	// fail mode answered), or the key, cost or wait was invalid
 	// (limiter.ErrInvalidKey, limiter.ErrInvalidCost,
-	// limiter.ErrInvalidWait, limiter.ErrWaitNotLog: the caller's mistake).
+	// limiter.ErrInvalidWait, limiter.ErrWaitNotLog: the caller's mistake),
+	// or the policy limits requests in flight (limiter.ErrInFlight: its
+	// requests take leases, Checker.Acquire).
 	Err error
 	// Pass reports that the request may go on: it was allowed (for a shadow
 	// policy possibly a would-deny, Decision.WouldDeny) or failed open (Err
@@ -165,7 +167,7 @@ func (c *Checker) PolicyFor(key string, p *Policy) *Policy {
 
 // Check decides t. A key or cost the limiter would refuse is the caller's
 // mistake, reported in Result.Err without asking Redis or applying the fail
-// mode.
+// mode; so is an inflight policy (limiter.ErrInFlight).
 //
 // Under an override (Resolve) the override's rules decide, the cost is
 // bounded by them, and the observers see the Target with the override's
@@ -175,6 +177,9 @@ func (c *Checker) Check(ctx context.Context, t Target) Result {
 		return Result{Err: err, Policy: t.Policy}
 	}
 	t.Policy = c.PolicyFor(t.Key, t.Policy)
+	if t.Policy.InFlight() { // its requests take leases (Acquire)
+		return Result{Err: limiter.ErrInFlight, Policy: t.Policy}
+	}
 	if !t.Policy.CostFits(t.Cost) && !(t.Peek && t.Cost == 0) {
 		return Result{Err: limiter.ErrInvalidCost, Policy: t.Policy}
 	}

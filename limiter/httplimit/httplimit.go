@@ -123,7 +123,9 @@ func NewMiddleware(c *Checker, opts ...Option) *Middleware {
 
 // Limit returns middleware that limits every request it wraps under p, a
 // policy per route: wrap each route's handler with its own. opts override the
-// Middleware's options for this route (e.g. another key or cost).
+// Middleware's options for this route (e.g. another key or cost). Under an
+// inflight policy (LIMIT/inflight) each request holds a lease while its
+// handler runs instead (see serveLeased); its cost is ignored.
 func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) http.Handler {
 	cfg := m.cfg
 	for _, o := range opts {
@@ -145,6 +147,10 @@ func (m *Middleware) Limit(p limiter.Policy, opts ...Option) func(http.Handler) 
 				return
 			}
 			t := Target{Key: fitKey(key), Policy: pp, Cost: cfg.cost, Wait: cfg.wait}
+			if p.InFlight() { // leases, not checks: serveLeased
+				mm.cfg.serveLeased(next, w, r, t)
+				return
+			}
 			res := mm.Check(w, r, t)
 			switch {
 			case !res.Pass:
@@ -172,10 +178,11 @@ func (m *Middleware) Check(w http.ResponseWriter, r *http.Request, t Target) Res
 // RateLimit fields whenever there is a decision, and the whole response when
 // the request must not pass — a denial (t.DenyStatus, default 429;
 // Retry-After; the quota-exceeded problem document), Redis failing with
-// FailClosed (503, Retry-After: 1), an invalid key, cost or wait (400), or
-// a wait on a policy of another algorithm than the log (409). A booked
-// request passes with its RateLimit fields (as at its slot) set; holding it
-// until the slot is the caller's (Hold).
+// FailClosed (503, Retry-After: 1), an invalid key, cost or wait (400), a
+// wait on a policy of another algorithm than the log (409), or an
+// inflight policy, whose requests take leases (409 naming the policy). A
+// booked request passes with its RateLimit fields (as at its slot) set;
+// holding it until the slot is the caller's (Hold).
 func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Result {
 	res := c.Check(r.Context(), t)
 	switch {
@@ -185,6 +192,9 @@ func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Re
 		p := NewProblem(http.StatusConflict, "wait: "+res.Err.Error())
 		p.Errors = []FieldError{{Field: "wait", Detail: res.Err.Error()}}
 		WriteProblem(w, http.StatusConflict, p)
+		return res
+	case errors.Is(res.Err, limiter.ErrInFlight):
+		inFlightProblem(w, res.Policy.Name)
 		return res
 	case res.Err != nil:
 		if !res.Pass {

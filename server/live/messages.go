@@ -135,6 +135,9 @@ type WindowState struct {
 	// counted under ("key" or "prefix:<prefix>"); absent under the
 	// policy's own.
 	Override string `json:"override,omitempty"`
+	// Leases are an inflight policy's live leases, the earliest expiry
+	// first (Count is how many are live, WindowMs the lease time).
+	Leases []LeaseState `json:"leases,omitempty"`
 }
 
 // Entry is one entry of a window: its member and score.
@@ -203,7 +206,7 @@ func NewWindowState(w limiter.Window) WindowState {
 	out := WindowState{
 		Key: w.Key, Policy: w.Policy, Algorithm: w.Algorithm, Entries: make([]Entry, len(w.Entries)),
 		Truncated: w.Truncated, Count: w.Count, Limit: w.Limit, WindowMs: w.WindowMs, NowMs: w.NowMs,
-		Rules: make([]RuleState, len(w.Rules)),
+		Rules: make([]RuleState, len(w.Rules)), Leases: leaseStates(w.Leases),
 	}
 	for i, e := range w.Entries {
 		out.Entries[i] = Entry{ID: e.ID, Ms: e.Ms}

@@ -18,6 +18,16 @@ export const MSG = Object.freeze({
   LAB_RESET: 'labReset', // a lab's windows were emptied
   LAB_SNAPSHOT: 'labSnapshot', // a lab's recent requests, for a tab that joins
   OVERVIEW: 'overview', // every policy's rates and one policy's top clients, once a second
+  LEASE: 'lease', // a lease of an inflight policy acquired, refused, renewed, released or expired
+});
+
+// The kinds of a lease message.
+export const LEASE = Object.freeze({
+  ACQUIRED: 'acquired',
+  REFUSED: 'refused',
+  RENEWED: 'renewed',
+  RELEASED: 'released',
+  EXPIRED: 'expired',
 });
 
 // The kinds of an adjustment message: a refund took one check's entries
