@@ -44,8 +44,8 @@ type metrics struct {
 	waitsServed    prometheus.Counter
 	waitsAbandoned prometheus.Counter
 	waitsRefused   prometheus.Counter
-	leases     *prometheus.CounterVec // by policy and event
-	leasesHeld *prometheus.GaugeVec   // by policy
+	leases         *prometheus.CounterVec // by policy and event
+	leasesHeld     *prometheus.GaugeVec   // by policy
 }
 
 // redisOps are the operations ratescope_redis_errors_total counts, each at
