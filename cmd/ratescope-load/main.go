@@ -122,6 +122,7 @@ type options struct {
 	leases bool
 	// The quota-memory phase, off unless --quota-memory.
 	quotaMemory bool
+	memory      bool
 	quotaKeys   int
 	// The waiters phase, off unless --waiters.
 	waiters     bool
@@ -179,6 +180,7 @@ func main() {
 	flag.BoolVar(&o.scriptsPhase, "scripts", false, "also run the scripts phase: what a decision of the log costs Redis (INFO commandstats, INFO cpu), A/B against each --script")
 	flag.BoolVar(&o.outcomes, "outcomes", false, "also run the outcomes phase: refund and settle calls/s and Redis's cost per call beside a check's, through the limiter on a redis-server of its own")
 	flag.BoolVar(&o.leases, "leases", false, "also run the leases phase: acquire + release calls/s and Redis's cost per call beside a check's (the baseline of the same run), through the limiter on a redis-server of its own")
+	flag.BoolVar(&o.memory, "memory", false, "also run the memory phase: Redis memory per key and per entry of a window's log (below and above the sorted set's listpack size) and of leases, for sizing Redis")
 	flag.BoolVar(&o.quotaMemory, "quota-memory", false, "also run the quota-memory phase: Redis memory per client of a month quota (INFO memory), over --quota-keys keys checked once each")
 	flag.IntVar(&o.quotaKeys, "quota-keys", 100_000, "client keys of the quota-memory phase")
 	flag.BoolVar(&o.waiters, "waiters", false, "also run the waiters phase: memory and CPU of the server per check held for its booked slot, --waiter-count held at once on one instance")
@@ -338,6 +340,7 @@ func run(o options) error {
 		{"outcomes", !o.outcomes, measureOutcomes},
 		{"leases", !o.leases, measureLeases},
 		{"quota memory", !o.quotaMemory, measureQuotaMemory},
+		{"memory", !o.memory, measureMemory},
 		{"waiters", !o.waiters, measureWaiters},
 	}
 	var failed []string
