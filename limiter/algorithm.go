@@ -50,6 +50,10 @@ type Descriptor struct {
 	// Entries reports that it keeps one entry per allowed request (the log)
 	// rather than a few numbers per rule.
 	Entries bool `json:"entries"`
+	// Steps are what one decision does in Redis, in order, read from the
+	// algorithm's script (Step); empty for an algorithm whose script is
+	// not annotated.
+	Steps []Step `json:"steps,omitempty"`
 }
 
 // registered is one algorithm: its descriptor, its place in lists and its

@@ -40,6 +40,7 @@ func init() {
 		ExactLimit: MaxLogLimit,
 		MaxCost:    MaxLogCost,
 		Entries:    true,
+		Steps:      parseSteps(checkSrc),
 	}, logAlgorithm{})
 	redisdata.CheckScript = lockSrc + quotaSrc + checkSrc
 }

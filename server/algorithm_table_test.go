@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,4 +116,27 @@ func get(t *testing.T, u string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// TestThePageShowsTheScriptsSteps: "What one check does" lists the steps
+// the log's check script declares (limiter's Descriptor.Steps, read from
+// the script and held to it by the limiter's tests), each with its
+// commands, in order — not a copy that can outlive the script.
+func TestThePageShowsTheScriptsSteps(t *testing.T) {
+	d, _ := limiter.Describe(limiter.Log)
+	app := startApp(t, nil)
+	doc := page(t, app.URL+"/?key=demo&policy=demo")
+	items := doc.Find(`[data-testid="check-steps"] li`)
+	if items.Length() != len(d.Steps) || len(d.Steps) == 0 {
+		t.Fatalf("the page lists %d steps, the script %d", items.Length(), len(d.Steps))
+	}
+	items.Each(func(i int, li *goquery.Selection) {
+		var cmds []string
+		li.Find("code").Each(func(_ int, c *goquery.Selection) { cmds = append(cmds, c.Text()) })
+		text := strings.Join(strings.Fields(li.Text()), " ")
+		want := strings.Join(strings.Fields(strings.Join(append(slices.Clone(d.Steps[i].Commands), d.Steps[i].Text), " ")), " ")
+		if !slices.Equal(cmds, d.Steps[i].Commands) || text != want {
+			t.Errorf("step %d: %v %q, want %v %q", i+1, cmds, text, d.Steps[i].Commands, want)
+		}
+	})
 }

@@ -103,9 +103,13 @@ var pageFacts = func() views.Facts {
 		Sandbox:        sandboxPolicy,
 	}
 	for _, d := range limiter.Algorithms() {
-		f.Algorithms = append(f.Algorithms, views.Algorithm{
+		a := views.Algorithm{
 			Name: string(d.Name), Title: d.Title, Caption: d.Caption, Tradeoff: d.Tradeoff, Entries: d.Entries,
-		})
+		}
+		for _, s := range d.Steps {
+			a.Steps = append(a.Steps, views.Step{Commands: s.Commands, Text: s.Text})
+		}
+		f.Algorithms = append(f.Algorithms, a)
 	}
 	return f
 }()

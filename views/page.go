@@ -67,6 +67,16 @@ type Algorithm struct {
 	Caption  string `json:"caption"`
 	Tradeoff string `json:"tradeoff"`
 	Entries  bool   `json:"entries"`
+	// Steps are what one decision does in Redis, read from the
+	// algorithm's script: the page's "What one check does".
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Step is one step of a decision's script: the Redis commands it may call
+// and what it does.
+type Step struct {
+	Commands []string `json:"commands"`
+	Text     string   `json:"text"`
 }
 
 // Facts are what the server says of itself to every page and its scripts,

@@ -1,0 +1,33 @@
+package limiter
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Step is one step of what a decision does in Redis, in the order its script
+// runs them: the Redis commands the step may call and what it does, in a
+// line for people. A teaching page or a runbook shows them; they are read
+// from the script itself (its "-- step [COMMANDS] text" lines), and a test
+// holds every step's commands to the calls the script makes there, so the
+// steps cannot describe a script that no longer runs.
+type Step struct {
+	Commands []string `json:"commands"`
+	Text     string   `json:"text"`
+}
+
+// stepLine is a step's line in a script: "-- step [TIME ZADD] text".
+var stepLine = regexp.MustCompile(`^\s*-- step \[([A-Z ]*)\] (.+)$`)
+
+// parseSteps reads the steps of a script, in order.
+func parseSteps(src string) []Step {
+	var steps []Step
+	for line := range strings.SplitSeq(src, "\n") {
+		m := stepLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		steps = append(steps, Step{Commands: strings.Fields(m[1]), Text: m[2]})
+	}
+	return steps
+}
