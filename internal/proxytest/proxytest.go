@@ -73,14 +73,15 @@ func isExecutable(path string) bool {
 // The configs come from docs/proxies.md, as printed: the fenced block of
 // each proxy's language, with only these placeholders replaced by the test's
 // own addresses (each must appear, so a docs edit that drops one fails
-// loudly instead of testing something else).
+// loudly instead of testing something else). The printed configs run on one
+// machine: ratescope on :8080, the app on :3000, the proxy on :8081.
 const (
 	docsPage = "docs/proxies.md"
 
-	placeholderAuth    = "ratescope:8080"    // ratescope's address
-	placeholderBackend = "app:3000"          // the app's
-	placeholderSite    = "api.example.com {" // Caddy's site address: the test's port
-	placeholderListen  = "listen 80;"        // nginx's listen directive: the test's port
+	placeholderAuth    = "localhost:8080" // ratescope's address
+	placeholderBackend = "localhost:3000" // the app's
+	placeholderSite    = ":8081 {"        // Caddy's site address: the test's port
+	placeholderListen  = "listen 8081;"   // nginx's listen directive: the test's port
 )
 
 // docsBlock returns the one fenced block of the given language (its info
@@ -98,14 +99,15 @@ func docsBlock(t testing.TB, lang string) string {
 	return blocks[0][1]
 }
 
-// fill replaces each placeholder of block with its value.
-func fill(t testing.TB, lang, block string, values map[string]string) string {
+// fill replaces each placeholder of block with its value, in the order
+// given (the site's first, so no replaced address can be taken for it).
+func fill(t testing.TB, lang, block string, values [][2]string) string {
 	t.Helper()
-	for ph, v := range values {
-		if !strings.Contains(block, ph) {
-			t.Fatalf("the %s config in %s no longer holds %q, which the tests replace", lang, docsPage, ph)
+	for _, pv := range values {
+		if !strings.Contains(block, pv[0]) {
+			t.Fatalf("the %s config in %s no longer holds %q, which the tests replace", lang, docsPage, pv[0])
 		}
-		block = strings.ReplaceAll(block, ph, v)
+		block = strings.ReplaceAll(block, pv[0], pv[1])
 	}
 	return block
 }
@@ -140,8 +142,8 @@ func Caddy(t testing.TB, auth, backend string) *Proxy {
 	block := docsBlock(t, "caddyfile")
 	return start(t, "Caddyfile", func(dir string, port int) string {
 		return fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n\tstorage file_system %s/data\n\tdefault_bind 127.0.0.1\n}\n\n", dir) +
-			fill(t, "caddyfile", block, map[string]string{
-				placeholderAuth: auth, placeholderBackend: backend, placeholderSite: fmt.Sprintf("http://:%d {", port),
+			fill(t, "caddyfile", block, [][2]string{
+				{placeholderSite, fmt.Sprintf("http://:%d {", port)}, {placeholderAuth, auth}, {placeholderBackend, backend},
 			})
 	}, func(dir, conf string) *exec.Cmd {
 		cmd := exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
@@ -159,8 +161,8 @@ func Nginx(t testing.TB, auth, backend string) *Proxy {
 	bin := Need(t, "nginx")
 	block := docsBlock(t, "nginx")
 	return start(t, "nginx.conf", func(dir string, port int) string {
-		server := fill(t, "nginx", block, map[string]string{
-			placeholderAuth: auth, placeholderBackend: backend, placeholderListen: fmt.Sprintf("listen 127.0.0.1:%d;", port),
+		server := fill(t, "nginx", block, [][2]string{
+			{placeholderListen, fmt.Sprintf("listen 127.0.0.1:%d;", port)}, {placeholderAuth, auth}, {placeholderBackend, backend},
 		})
 		return fmt.Sprintf(`daemon off;
 master_process off;
