@@ -265,3 +265,13 @@ func refusedConns(t *testing.T, app *apptest.App) int {
 	t.Fatal("/metrics has no ratescope_conns_refused_total")
 	return 0
 }
+
+// TestEmbeddedRedisNamedFirst: the demo (no Redis URL) says in its first log
+// line that it runs on the embedded Redis, as the README tells a newcomer.
+func TestEmbeddedRedisNamedFirst(t *testing.T) {
+	app := apptest.StartProcess(t, nil, 0)
+	first, _, _ := strings.Cut(app.Logs(), "\n")
+	if !strings.Contains(first, "embedded in-process Redis") {
+		t.Fatalf("the first log line does not name the embedded Redis: %s\n%s", first, app.Logs())
+	}
+}

@@ -49,6 +49,12 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	log := newLogger(cfg.LogFormat, cfg.LogLevel, stdout)
+	// Which Redis comes first in the log: the embedded demo's says so there.
+	rdb, closeRedis, err := redisconn.Connect(redisconn.Options{URL: cfg.RedisURL, Cluster: cfg.RedisCluster, Log: log})
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
 	logOpenFiles(log)
 
 	m := newMetrics()
@@ -56,11 +62,6 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	rdb, closeRedis, err := redisconn.Connect(redisconn.Options{URL: cfg.RedisURL, Cluster: cfg.RedisCluster, Log: log})
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
 	var bg background
 	defer bg.stop() // before Redis closes
 	lim := startLimiter(ctx, &bg, cfg, rdb, m, log)
