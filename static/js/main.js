@@ -24,7 +24,8 @@ import { Log } from './log.js';
 import { Rate } from './rate.js';
 import { Race, raceText } from './race.js';
 import { Blocked } from './blocked.js';
-import { bindActions, clearActions, refundFrom } from './actions.js';
+import { bindActions, clearActions, refundFrom, releaseFrom, INFLIGHT } from './actions.js';
+import { Leases } from './leases.js';
 import { statusOf, renderStatus } from './status.js';
 import { toastInto } from './toast.js';
 import { Quotas } from './quota.js';
@@ -89,7 +90,9 @@ async function init() {
     canvas: byId('tl-canvas'),
     caption: byId('tl-caption'),
     axisStart: byId('axis-start'),
+    axisEnd: byId('axis-end'),
   }, w);
+  const leases = new Leases({ root: byId('tl-leases'), caption: byId('tl-caption') }, w);
   const algo = new AlgoModel();
   const algoView = new AlgoView({
     timeline: byTestId('timeline'), plot: byId('tl-plot'), canvas: byId('tl-algo'), caption: byId('tl-caption'),
@@ -105,7 +108,7 @@ async function init() {
   const override = new OverrideLine(byTestId('override'), w);
   const win = () => {
     const r = bindingRule(state.rules);
-    return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0 };
+    return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0, algorithm: state.algorithm };
   };
   const race = new Race({
     buttons: {
@@ -120,9 +123,12 @@ async function init() {
     boundaryResult: byTestId('boundary-result'),
     reset: byTestId('reset'),
     sendResult: byId('send-result'),
+    wait: byTestId('wait'),
+    waitField: byId('wait-field'),
   };
   bindActions(actions, win);
   log.onRefund = refundFrom(win);
+  leases.onRelease = releaseFrom(win);
 
   // ---------- messages ----------
 
@@ -144,6 +150,11 @@ async function init() {
     [MSG.TICK]: (m) => clock.sync(m.nowMs),
     [MSG.SNAPSHOT]: (m) => {
       if (!forThisWindow(m)) return;
+      if (state.algorithm === INFLIGHT) {
+        leases.snapshot(m);
+        state.reported = { count: num(m.count), limit: num(m.limit) };
+        return;
+      }
       // The first snapshot lists what the window held before this tab
       // opened, unless decisions already filled the log.
       if (!state.listedEarlier) {
@@ -176,6 +187,7 @@ async function init() {
       if (!forThisWindow(m)) return;
       model.reset(m.nowMs);
       algo.reset(m.nowMs);
+      leases.reset();
       quotas.reset();
       blocked.clear();
       state.reported = { count: 0, limit: state.reported.limit };
@@ -186,6 +198,12 @@ async function init() {
       blocked.clear();
       race.show(m);
       log.note(clock.now(), 'race ' + raceText(m));
+    },
+    [MSG.LEASE]: (m) => {
+      if (!forThisWindow(m) || state.algorithm !== INFLIGHT) return;
+      leases.lease(m);
+      const id = typeof m.leaseId === 'string' && m.leaseId ? ' ' + m.leaseId.slice(0, 8) : '';
+      log.note(m.nowMs, 'lease' + id + ' ' + m.kind + ' · ' + m.inFlight + ' / ' + m.limit + ' in flight');
     },
     [MSG.VIEWERS]: (m) => {
       state.viewers = Number(m.count) || 0;
@@ -235,8 +253,14 @@ async function init() {
     if (a !== state.algorithm) {
       algo.clear();
       algoView.clear();
+      leases.clear();
       if (!entries(a)) timeline.clear();
     }
+    const inflight = a === INFLIGHT;
+    // A window of leases takes leases: "send" takes one; waiting is the log's.
+    w.text(actions.send, inflight ? 'Take a lease' : 'Send a request');
+    actions.wait.disabled = a !== 'log';
+    actions.waitField.hidden = inflight;
     state.algorithm = a;
     state.shadow = shadow;
     log.refundable = state.policy === facts.sandbox && entries(a); // anyone may refund on the sandbox
@@ -245,19 +269,21 @@ async function init() {
     w.text(ui.algoCaption, algorithm(a) ? algorithm(a).caption || '' : '');
     w.attr(ui.windowCard, 'data-algorithm', a);
     w.attr(app, 'data-algorithm', a);
-    w.attr(ui.timeline, 'aria-label', entries(a)
-      ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
-      : 'The ' + a + ' state of each rule, moving with the limiter clock');
-    w.text(ui.countLabel, entries(a) ? 'In window / limit' : 'Used / limit');
+    w.attr(ui.timeline, 'aria-label', inflight ? 'Each live lease as a bar from its start to its expiry; the line is now'
+      : entries(a) ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
+        : 'The ' + a + ' state of each rule, moving with the limiter clock');
+    w.text(ui.countLabel, inflight ? 'In flight / limit' : entries(a) ? 'In window / limit' : 'Used / limit');
+    if (inflight) w.text(ui.algoCaption, 'Requests in flight: each takes a lease before its work and gives it back after; at most limit leases at once, each ending by itself after the lease time.');
     showKeys();
   }
 
   // showKeys names the watched window's Redis key: the log's sorted set or,
   // for the other algorithms, their hash beside it.
   function showKeys() {
-    const k = redisKey(facts, state.key, state.policy, algorithm(state.algorithm) || { name: state.algorithm });
+    const leased = state.algorithm === INFLIGHT; // leases live in a sorted set, scored by expiry
+    const k = redisKey(facts, state.key, state.policy, algorithm(state.algorithm) || { name: state.algorithm, entries: leased });
     for (const el of ui.zsetKeys) el.textContent = k;
-    w.text(ui.redisKeyLabel, entries(state.algorithm) ? 'Redis sorted set' : 'Redis hash, a field per rule');
+    w.text(ui.redisKeyLabel, entries(state.algorithm) || leased ? 'Redis sorted set' : 'Redis hash, a field per rule');
   }
 
   function applyPolicy() {
@@ -301,6 +327,7 @@ async function init() {
     algo.clear();
     algoView.clear();
     timeline.clear();
+    leases.clear();
     log.clear();
     rate.clear();
     race.clear();
@@ -344,7 +371,11 @@ async function init() {
     model.expire(t);
     const verdict = blocked.verdict(t);
     blocked.render(t);
-    if (entries(state.algorithm)) {
+    if (state.algorithm === INFLIGHT) {
+      leases.expire(t);
+      leases.render(t);
+      leases.readouts(t, counter, ring);
+    } else if (entries(state.algorithm)) {
       timeline.render(model, t);
       counter.render(t, model, state.rules, state.reported, verdict);
       ring.render(t, model.oldestMs, model.windowMs, blocked.ring(t));
