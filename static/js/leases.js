@@ -14,6 +14,16 @@ const DRAW_MAX = 24; // bars drawn; the caption counts the rest
 const CAPTION_EVERY_MS = 250;
 const NO_ENTRIES = { exact: false, known: false }; // what the count readout reads of a window of leases
 
+// LEASES_CAPTION says what an inflight policy limits, beside its name.
+export const LEASES_CAPTION = 'Requests in flight: each takes a lease before its work and gives it back after; ' +
+  'at most limit leases at once, each ending by itself after the lease time unless renewed.';
+
+// leaseNote is the log's line for a lease message.
+export function leaseNote(m) {
+  const id = typeof m.leaseId === 'string' && m.leaseId ? ' ' + shortId(m.leaseId) : '';
+  return 'lease' + id + ' ' + m.kind + ' · ' + m.inFlight + ' / ' + m.limit + ' in flight';
+}
+
 export class Leases {
   // ui: {root (the bars' container), caption}; onRelease(id, button) gives
   // one back.

@@ -15,8 +15,8 @@ import { Stream, wsURL } from './stream.js';
 import { WindowModel } from './window-model.js';
 import { AlgoModel } from './algo-model.js';
 import { loadAlgorithms, algorithm } from './algorithms.js';
-import { readFacts, keyPattern, redisKey, parseList } from './facts.js';
-import { AlgoView } from './algo-view.js';
+import { readFacts, keyPattern, redisKey, parseList, policyByName } from './facts.js';
+import { AlgoView, renderAlgoRing } from './algo-view.js';
 import { Timeline } from './timeline.js';
 import { Ring } from './ring.js';
 import { CountReadout, bindingRule } from './count.js';
@@ -25,7 +25,7 @@ import { Rate } from './rate.js';
 import { Race, raceText } from './race.js';
 import { Blocked } from './blocked.js';
 import { bindActions, clearActions, refundFrom, releaseFrom, INFLIGHT } from './actions.js';
-import { Leases } from './leases.js';
+import { Leases, leaseNote, LEASES_CAPTION } from './leases.js';
 import { statusOf, renderStatus } from './status.js';
 import { toastInto } from './toast.js';
 import { Quotas } from './quota.js';
@@ -150,11 +150,8 @@ async function init() {
     [MSG.TICK]: (m) => clock.sync(m.nowMs),
     [MSG.SNAPSHOT]: (m) => {
       if (!forThisWindow(m)) return;
-      if (state.algorithm === INFLIGHT) {
-        leases.snapshot(m);
-        state.reported = { count: num(m.count), limit: num(m.limit) };
-        return;
-      }
+      state.reported = { count: num(m.count), limit: num(m.limit) };
+      if (state.algorithm === INFLIGHT) return leases.snapshot(m);
       // The first snapshot lists what the window held before this tab
       // opened, unless decisions already filled the log.
       if (!state.listedEarlier) {
@@ -164,7 +161,6 @@ async function init() {
       model.snapshot(m);
       quotas.snapshot(m);
       if (!entries(state.algorithm)) algo.snapshot(m);
-      state.reported = { count: num(m.count), limit: num(m.limit) };
     },
     [MSG.DECISION]: (m) => {
       if (!forThisWindow(m)) return;
@@ -202,8 +198,7 @@ async function init() {
     [MSG.LEASE]: (m) => {
       if (!forThisWindow(m) || state.algorithm !== INFLIGHT) return;
       leases.lease(m);
-      const id = typeof m.leaseId === 'string' && m.leaseId ? ' ' + m.leaseId.slice(0, 8) : '';
-      log.note(m.nowMs, 'lease' + id + ' ' + m.kind + ' · ' + m.inFlight + ' / ' + m.limit + ' in flight');
+      log.note(m.nowMs, leaseNote(m));
     },
     [MSG.VIEWERS]: (m) => {
       state.viewers = Number(m.count) || 0;
@@ -273,7 +268,7 @@ async function init() {
       : entries(a) ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
         : 'The ' + a + ' state of each rule, moving with the limiter clock');
     w.text(ui.countLabel, inflight ? 'In flight / limit' : entries(a) ? 'In window / limit' : 'Used / limit');
-    if (inflight) w.text(ui.algoCaption, 'Requests in flight: each takes a lease before its work and gives it back after; at most limit leases at once, each ending by itself after the lease time.');
+    if (inflight) w.text(ui.algoCaption, LEASES_CAPTION);
     showKeys();
   }
 
@@ -382,27 +377,11 @@ async function init() {
     } else {
       algoView.render(algo, t);
       counter.render(t, algo.known ? algo : model, state.rules, state.reported, verdict);
-      renderAlgoRing(t);
+      renderAlgoRing(ring, algo, bindingRule(state.rules), algorithm(state.algorithm), t, blocked.ring(t));
     }
     log.render(Math.max(state.reported.limit || 0, ...state.rules.map((r) => r.limit)));
     rate.render(t);
     quotas.render(t);
-  }
-
-  // renderAlgoRing counts down, when not blocked, to the binding rule's
-  // reset: the end of a fixed window, the counter's estimate at 0, the TAT,
-  // a full bucket.
-  function renderAlgoRing(t) {
-    const rule = bindingRule(state.rules);
-    const r = rule && algo.known ? algo.rule(rule.windowMs) : null;
-    const s = r ? algo.at(r, t) : null;
-    const W = rule ? rule.windowMs : 0;
-    if (!s || s.resetAt === null) {
-      ring.render(t, null, W, blocked.ring(t));
-      return;
-    }
-    const a = algorithm(state.algorithm);
-    ring.render(t, s.resetAt - W, W, blocked.ring(t), (a && a.resetLabel) || 'until it resets');
   }
 
   applyPolicy();
@@ -410,11 +389,6 @@ async function init() {
   window.addEventListener('online', () => stream.retry());
   stream.open(streamURL());
   drawEveryFrame(render);
-}
-
-
-function policyByName(policies, name) {
-  return policies.find((p) => p.name === name) || null;
 }
 
 function num(v) {

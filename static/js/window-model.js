@@ -163,9 +163,7 @@ export class WindowModel {
     this.recentMs[this.recentN % RECENT] = ms;
     this.recentAt[this.recentN % RECENT] = m.nowMs;
     this.recentN++;
-    // The bins count what is past; a booking joins them in the snapshot
-    // that lists it once its slot has come.
-    if (!booked) this.addSeen(ms);
+    if (!booked) this.addSeen(ms); // bins count the past; a snapshot lists a booking
     if (this.exact && !this.entries.has(m.id)) {
       this.entries.set(m.id, { ms: ms, lane: this.pickLane(ms) });
       if (this.entries.size > EXACT_CAP) {
@@ -285,9 +283,7 @@ export class WindowModel {
       }
     } else {
       if (this.listedMs.length) newest = this.listedMs[this.listedMs.length - 1];
-      this.eachRecent((id, ms) => {
-        if (ms > newest) newest = ms;
-      });
+      this.eachRecent((id, ms) => (newest = Math.max(newest, ms)));
     }
     this.newestMs = newest === -Infinity ? null : newest; // a booking's score is after t
     while (this.listedFirst < this.listedMs.length && this.listedMs[this.listedFirst] <= cutoff) this.listedFirst++;
