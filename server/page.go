@@ -80,8 +80,12 @@ func viewRules(rules []limiter.Rule) []views.Rule {
 	return out
 }
 
-// ruleLabel names a rule for people: "5 per 10s", "100000 per month".
+// ruleLabel names a rule for people: "5 per 10s", "100000 per month",
+// "4 in flight".
 func ruleLabel(r limiter.Rule) string {
+	if r.InFlight {
+		return fmt.Sprintf("%d in flight", r.Limit)
+	}
 	if r.Period != "" {
 		return fmt.Sprintf("%d per %s", r.Limit, r.Period)
 	}

@@ -164,7 +164,7 @@ func IndexPage(p Page) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = actionsCard().Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = actionsCard(p).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -534,7 +534,7 @@ func windowCard(p Page) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span><div class=\"lock-slot\" id=\"lock-slot\" aria-live=\"polite\"></div></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span></div><p class=\"tl-caption\" id=\"tl-caption\"></p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 37, "</span> <span class=\"verdict\" id=\"verdict\"></span></span> <span class=\"rule-counts\" id=\"rule-counts\"></span><div class=\"lock-slot\" id=\"lock-slot\" aria-live=\"polite\"></div></div><p class=\"caption ring-caption log-only\">The ring counts down to the instant a request would be allowed again: <b>Retry-After = oldest relevant entry + window − now</b>. While blocked it shows that Retry-After ticking to zero; otherwise, the time until the oldest entry slides out.</p></div><div class=\"timeline\" data-testid=\"timeline\" data-count=\"0\" role=\"img\" aria-label=\"Entries of the sorted set placed by score; the cutoff line is at now minus the window\"><div class=\"tl-plot\" id=\"tl-plot\"><div class=\"tl-out\" aria-hidden=\"true\"><span>out</span></div><canvas class=\"tl-canvas\" id=\"tl-canvas\" aria-hidden=\"true\"></canvas><div class=\"tl-future\" aria-hidden=\"true\"><span>booked</span></div><div class=\"tl-cutoff\" data-testid=\"cutoff\" aria-hidden=\"true\"></div><div class=\"tl-now\" data-testid=\"now\" aria-hidden=\"true\"></div><div class=\"tl-entries\" id=\"tl-entries\"></div><canvas class=\"tl-algo\" id=\"tl-algo\" aria-hidden=\"true\"></canvas><div class=\"tl-leases\" id=\"tl-leases\" data-testid=\"leases\"></div></div></div><div class=\"tl-axis log-only\" aria-hidden=\"true\"><span class=\"tl-axis-start\" id=\"axis-start\"></span> <span class=\"tl-axis-cutoff\" id=\"axis-cutoff\">cutoff = now − window</span> <span class=\"tl-axis-now\">now</span> <span class=\"tl-axis-end\" id=\"axis-end\"></span></div><p class=\"tl-caption\" id=\"tl-caption\"></p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -549,7 +549,7 @@ func windowCard(p Page) templ.Component {
 		var templ_7745c5c3_Var29 string
 		templ_7745c5c3_Var29, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 167, Col: 116}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 170, Col: 116}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var29))
 		if templ_7745c5c3_Err != nil {
@@ -591,7 +591,7 @@ func overrideLine(o *Override) templ.Component {
 			var templ_7745c5c3_Var31 string
 			templ_7745c5c3_Var31, templ_7745c5c3_Err = templruntime.NewAttributeExpression(o.Label).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 180, Col: 87}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 183, Col: 87}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var31)
 			if templ_7745c5c3_Err != nil {
@@ -604,7 +604,7 @@ func overrideLine(o *Override) templ.Component {
 			var templ_7745c5c3_Var32 string
 			templ_7745c5c3_Var32, templ_7745c5c3_Err = templ.JoinStringErrs(o.Text())
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 180, Col: 183}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 183, Col: 183}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var32))
 			if templ_7745c5c3_Err != nil {
@@ -666,7 +666,7 @@ func quotaBars(quotas []Rule) templ.Component {
 			var templ_7745c5c3_Var34 string
 			templ_7745c5c3_Var34, templ_7745c5c3_Err = templruntime.NewAttributeExpression(q.Period).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 192, Col: 64}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 195, Col: 64}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var34)
 			if templ_7745c5c3_Err != nil {
@@ -679,7 +679,7 @@ func quotaBars(quotas []Rule) templ.Component {
 			var templ_7745c5c3_Var35 string
 			templ_7745c5c3_Var35, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(q.Limit)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 192, Col: 101}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 195, Col: 101}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var35)
 			if templ_7745c5c3_Err != nil {
@@ -692,7 +692,7 @@ func quotaBars(quotas []Rule) templ.Component {
 			var templ_7745c5c3_Var36 string
 			templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(quotaName(q.Period))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 194, Col: 51}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 197, Col: 51}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 			if templ_7745c5c3_Err != nil {
@@ -705,7 +705,7 @@ func quotaBars(quotas []Rule) templ.Component {
 			var templ_7745c5c3_Var37 string
 			templ_7745c5c3_Var37, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(q.Limit))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 195, Col: 60}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 198, Col: 60}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var37))
 			if templ_7745c5c3_Err != nil {
@@ -724,7 +724,7 @@ func quotaBars(quotas []Rule) templ.Component {
 	})
 }
 
-func actionsCard() templ.Component {
+func actionsCard(p Page) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -741,7 +741,86 @@ func actionsCard() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 53, "<section class=\"card actions-card\" aria-labelledby=\"actions-title\"><div class=\"card-head\"><h2 id=\"actions-title\">Try it</h2></div><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-primary\" data-testid=\"send\">Send a request</button> <button type=\"button\" class=\"btn\" data-testid=\"boundary-test\">Boundary test</button> <button type=\"button\" class=\"btn btn-danger\" data-testid=\"reset\">Reset window</button></div><dl class=\"results\"><div class=\"result\"><dt>Last request</dt><dd id=\"send-result\" aria-live=\"polite\"></dd></div><div class=\"result\"><dt>Boundary test</dt><dd data-testid=\"boundary-result\" aria-live=\"polite\"></dd></div></dl><p class=\"caption\">Real HTTP calls from this page: <code>POST /api/v1/check</code> decides and records. The boundary test resets the window, sends <i>limit</i> requests one after another (all 200), then one more: 429, with a Retry-After of the full window.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 53, "<section class=\"card actions-card\" aria-labelledby=\"actions-title\"><div class=\"card-head\"><h2 id=\"actions-title\">Try it</h2></div><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-primary\" data-testid=\"send\">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var39 string
+		templ_7745c5c3_Var39, templ_7745c5c3_Err = templ.JoinStringErrs(sendLabel(p.algorithm()))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 213, Col: 94}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var39))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "</button> <label class=\"wait-field\" id=\"wait-field\" title=\"A check that may wait books the first moment room frees and is answered then (only the log can book)\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		if p.algorithm().Name == inflight {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, " hidden")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, ">wait up to <select data-testid=\"wait\" id=\"wait-select\" name=\"wait\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		if !p.algorithm().Entries {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 57, " disabled")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, ">")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		for _, w := range waitChoices {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "<option value=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var40 string
+			templ_7745c5c3_Var40, templ_7745c5c3_Err = templruntime.NewAttributeExpression(w.Value).Resolve(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 218, Col: 29}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var40)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 60, "\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			if w.Value == "0" {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 61, " selected")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, ">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var41 string
+			templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(w.Label)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 218, Col: 70}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "</option>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 64, "</select></label> <button type=\"button\" class=\"btn\" data-testid=\"boundary-test\">Boundary test</button> <button type=\"button\" class=\"btn btn-danger\" data-testid=\"reset\">Reset window</button></div><dl class=\"results\"><div class=\"result\"><dt>Last request</dt><dd id=\"send-result\" aria-live=\"polite\"></dd></div><div class=\"result\"><dt>Boundary test</dt><dd data-testid=\"boundary-result\" aria-live=\"polite\"></dd></div></dl><p class=\"caption\">Real HTTP calls from this page: <code>POST /api/v1/check</code> decides and records. The boundary test resets the window, sends <i>limit</i> requests one after another (all 200), then one more: 429, with a Retry-After of the full window.</p><p class=\"caption\">With <b>wait up to</b> set, a request the full window would deny <b>books</b> the first moment room frees, if that is within the wait: its entry is scored then, right of the now line, and the answer comes at that moment, with how long it waited. On a policy of requests in flight (<code>LIMIT/inflight</code>) the button <b>takes a lease</b> instead, and each lease's bar has a <b>release</b> button that gives it back.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -766,7 +845,7 @@ func logCard() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 54, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><div class=\"log-wrap\"><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol><p class=\"log-more\" data-testid=\"log-more\" aria-hidden=\"true\" hidden></p></div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, "<section class=\"card log-card\" aria-labelledby=\"log-title\"><div class=\"card-head\"><h2 id=\"log-title\">Decisions</h2><span class=\"muted small\">newest first, from every instance</span></div><div class=\"log-wrap\"><ol class=\"log\" data-testid=\"log\" id=\"log\"></ol><p class=\"log-more\" data-testid=\"log-more\" aria-hidden=\"true\" hidden></p></div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -791,43 +870,43 @@ func raceCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><h3 class=\"race-sub\">Counting every request</h3><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><h3 class=\"race-sub\">Counting only failed logins</h3><p class=\"caption\"><b>Peek, then record</b> asks “any failures left?” without recording, runs the login and records it only once it failed: all 200 failing logins peek before the first failure is recorded, so every one of them reaches the login.</p><p class=\"caption\"><b>Check, then keep</b> records first, so each entry holds its room while the login runs, and keeps it when the login fails (a good login is refunded): exactly <i>limit</i> failing logins reach it.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-peekrecord\">Race peek, then record</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-reserverefund\">Race check, then keep</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 66, "<section class=\"card race-card\" aria-labelledby=\"race-title\"><div class=\"card-head\"><h2 id=\"race-title\">The race: why one script</h2></div><h3 class=\"race-sub\">Counting every request</h3><p class=\"caption\"><b>Naive</b> check-then-act sends <code>ZREMRANGEBYSCORE</code>, <code>ZCARD</code>, then <code>ZADD</code> as separate round trips, with some think time in between. Fire 200 requests at once and they all read the same count before any of them adds: far more than the limit get in.</p><p class=\"caption\"><b>Atomic</b> runs the Lua script: evict, count and add happen as one step inside Redis, so exactly <i>limit</i> requests are allowed, however many arrive together.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-naive\">Race naive</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-atomic\">Race atomic</button></div><h3 class=\"race-sub\">Counting only failed logins</h3><p class=\"caption\"><b>Peek, then record</b> asks “any failures left?” without recording, runs the login and records it only once it failed: all 200 failing logins peek before the first failure is recorded, so every one of them reaches the login.</p><p class=\"caption\"><b>Check, then keep</b> records first, so each entry holds its room while the login runs, and keeps it when the login fails (a good login is refunded): exactly <i>limit</i> failing logins reach it.</p><div class=\"btn-row\"><button type=\"button\" class=\"btn btn-warn\" data-testid=\"race-peekrecord\">Race peek, then record</button> <button type=\"button\" class=\"btn btn-ok\" data-testid=\"race-reserverefund\">Race check, then keep</button></div><p class=\"hint\" id=\"race-hint\" hidden>Races run on the sandbox policy <code>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var41 string
-		templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.Sandbox)
+		var templ_7745c5c3_Var44 string
+		templ_7745c5c3_Var44, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.Sandbox)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 278, Col: 95}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 296, Col: 95}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var44))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, "</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "</code> only: pick it above to try them.</p><div class=\"race-result\" data-testid=\"race-result\" aria-live=\"polite\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		for _, mode := range raceModes {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 57, "<div class=\"race-line\" data-mode=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 68, "<div class=\"race-line\" data-mode=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			var templ_7745c5c3_Var42 string
-			templ_7745c5c3_Var42, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mode).Resolve(ctx)
+			var templ_7745c5c3_Var45 string
+			templ_7745c5c3_Var45, templ_7745c5c3_Err = templruntime.NewAttributeExpression(mode).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 281, Col: 43}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 299, Col: 43}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var42)
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var45)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "\"><span class=\"race-text\"></span> <span class=\"race-bar\" aria-hidden=\"true\"><span class=\"race-fill\"></span><span class=\"race-over\"></span><span class=\"race-limit\"></span></span></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 59, "</div></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "</div></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -852,88 +931,88 @@ func explainCard(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 60, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><p class=\"caption algo-only\">The other algorithms run their own script the same way (<code>limiter/&lt;algorithm&gt;.lua</code>): <code>TIME</code>, then per rule <code>HGET</code> its field of the hash <code>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, "<section class=\"card explain-card\" aria-labelledby=\"explain-title\"><div class=\"card-head\"><h2 id=\"explain-title\">What one check does</h2><span class=\"muted small\">one <code>EVALSHA</code>, atomic</span></div><p class=\"caption algo-only\">The other algorithms run their own script the same way (<code>limiter/&lt;algorithm&gt;.lua</code>): <code>TIME</code>, then per rule <code>HGET</code> its field of the hash <code>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var44 string
-		templ_7745c5c3_Var44, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.StateKeyFormat)
+		var templ_7745c5c3_Var47 string
+		templ_7745c5c3_Var47, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.StateKeyFormat)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 299, Col: 33}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 317, Col: 33}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var44))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var47))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 61, "</code>, decide, and only when every rule allows it <code>HSET</code> the new state and <code>PEXPIRE</code> until the last rule has full room again.</p><ol class=\"steps log-only\" data-testid=\"check-steps\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 72, "</code>, decide, and only when every rule allows it <code>HSET</code> the new state and <code>PEXPIRE</code> until the last rule has full room again.</p><ol class=\"steps log-only\" data-testid=\"check-steps\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		for _, step := range p.Facts.describe("log").Steps {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "<li>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 73, "<li>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			for _, c := range step.Commands {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "<code>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 74, "<code>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var45 string
-				templ_7745c5c3_Var45, templ_7745c5c3_Err = templ.JoinStringErrs(c)
+				var templ_7745c5c3_Var48 string
+				templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(c)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 306, Col: 15}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 324, Col: 15}
 				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var45))
-				if templ_7745c5c3_Err != nil {
-					return templ_7745c5c3_Err
-				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 64, "</code>")
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var48))
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				var templ_7745c5c3_Var46 string
-				templ_7745c5c3_Var46, templ_7745c5c3_Err = templ.JoinStringErrs(" ")
-				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 306, Col: 29}
-				}
-				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var46))
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 75, "</code>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 65, " ")
+				var templ_7745c5c3_Var49 string
+				templ_7745c5c3_Var49, templ_7745c5c3_Err = templ.JoinStringErrs(" ")
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 324, Col: 29}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var49))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 76, " ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			var templ_7745c5c3_Var47 string
-			templ_7745c5c3_Var47, templ_7745c5c3_Err = templ.JoinStringErrs(step.Text)
+			var templ_7745c5c3_Var50 string
+			templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(step.Text)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 308, Col: 16}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 326, Col: 16}
 			}
-			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var47))
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 66, "</li>")
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var50))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 77, "</li>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 67, "</ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 78, "</ol><p class=\"caption\">Key <code id=\"zset-key-3\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var48 string
-		templ_7745c5c3_Var48, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
+		var templ_7745c5c3_Var51 string
+		templ_7745c5c3_Var51, templ_7745c5c3_Err = templ.JoinStringErrs(p.Facts.redisKey(p.Key, p.Policy, p.algorithm()))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 313, Col: 79}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 331, Col: 79}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var48))
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var51))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 68, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 79, "</code>: the braces are a Redis Cluster hash tag, so all policies of one client live in one slot.</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -958,33 +1037,33 @@ func footer(p Page) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 80, "<footer class=\"footer\"><span>page from instance <code class=\"instance\" id=\"page-instance\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var50 string
-		templ_7745c5c3_Var50, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
+		var templ_7745c5c3_Var53 string
+		templ_7745c5c3_Var53, templ_7745c5c3_Err = templ.JoinStringErrs(p.Instance)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 322, Col: 76}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 340, Col: 76}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var50))
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var53))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var51 string
-		templ_7745c5c3_Var51, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 326, Col: 41}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var51))
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 81, "</code> <span id=\"stream-instance-wrap\" hidden>· stream from <code class=\"instance\" id=\"stream-instance\"></code></span></span> <span>tick ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 71, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
+		var templ_7745c5c3_Var54 string
+		templ_7745c5c3_Var54, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.FormatInt(p.TickMs, 10))
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/index.templ`, Line: 344, Col: 41}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var54))
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 82, " ms · <a href=\"/api/v1/policies\">policies</a> · <a href=\"/metrics\">metrics</a></span></footer>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

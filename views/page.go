@@ -113,7 +113,7 @@ func (f Facts) describe(name string) Algorithm {
 // redisKey is where key's window under policy lives for algorithm a.
 func (f Facts) redisKey(key, policy string, a Algorithm) string {
 	format := f.StateKeyFormat
-	if a.Entries {
+	if a.Entries || a.Name == inflight { // leases live in a sorted set too
 		format = f.KeyFormat
 	}
 	return strings.NewReplacer("<key>", key, "<policy>", policy, "<algorithm>", a.Name).Replace(format)
@@ -169,9 +169,31 @@ func (p Page) shown() Policy {
 // algorithm is the preselected policy's algorithm.
 func (p Page) algorithm() Algorithm { return p.algorithmOf(p.shown()) }
 
+// inflight is the algorithm of a policy of requests in flight
+// (LIMIT/inflight): its window holds leases, not checks.
+const inflight = "inflight"
+
+// waitChoices are what "wait up to" offers beside the send button: the
+// check's wait parameter.
+var waitChoices = []struct{ Value, Label string }{
+	{"0", "0 (answer at once)"}, {"2s", "2 s"}, {"10s", "10 s"},
+}
+
+// sendLabel names the send button: on a window of leases it takes one.
+func sendLabel(a Algorithm) string {
+	if a.Name == inflight {
+		return "Take a lease"
+	}
+	return "Send a request"
+}
+
 // countLabel names the count readout: the log counts entries in its window,
-// the others report what is used of the limit.
+// an inflight policy its leases, the others report what is used of the
+// limit.
 func countLabel(a Algorithm) string {
+	if a.Name == inflight {
+		return "In flight / limit"
+	}
 	if a.Entries {
 		return "In window / limit"
 	}
@@ -279,7 +301,7 @@ func policiesJSON(ps []Policy) string {
 
 // redisKeyLabel names what the shown window's key holds.
 func redisKeyLabel(a Algorithm) string {
-	if a.Entries {
+	if a.Entries || a.Name == inflight {
 		return "Redis sorted set"
 	}
 	return "Redis hash, a field per rule"

@@ -4,12 +4,21 @@
 
 import { api, problemText, windowQuery } from './api.js';
 import { toast } from './toast.js';
-import { fmtSeconds } from './format.js';
+import { fmtSeconds, fmtInt, fmtDuration, shortId } from './format.js';
+
+// INFLIGHT is the algorithm of a policy of requests in flight: its window
+// holds leases, taken and given back, not checks.
+export const INFLIGHT = 'inflight';
 
 // bindActions wires the buttons; win() returns the watched {key, policy,
-// limit} (limit: the smallest of the policy's rules).
+// limit, algorithm} (limit: the smallest of the policy's rules). On an
+// inflight policy "send" takes a lease instead of a check.
 export function bindActions(ui, win) {
-  ui.send.addEventListener('click', () => onSend(ui, win()));
+  ui.send.addEventListener('click', () => {
+    const w = win();
+    if (w.algorithm === INFLIGHT) onLease(ui, w);
+    else onSend(ui, w);
+  });
   ui.boundary.addEventListener('click', () => onBoundaryTest(ui, win()));
   ui.reset.addEventListener('click', () => onReset(ui, win()));
 }
@@ -22,17 +31,31 @@ export function clearActions(ui) {
   ui.sendResult.className = '';
 }
 
-async function onSend(ui, w) {
-  const show = (text, cls) => {
+function shower(ui) {
+  return (text, cls) => {
     ui.sendResult.textContent = text;
     ui.sendResult.className = cls;
   };
+}
+
+// onSend sends one check; with "wait up to" set, a check the window would
+// deny books the first moment room frees (when that is within the wait) and
+// is answered then.
+async function onSend(ui, w) {
+  const show = shower(ui);
+  const body = { key: w.key, policy: w.policy };
+  const wait = ui.wait && !ui.wait.disabled ? ui.wait.value : '0';
+  if (wait && wait !== '0') {
+    body.wait = wait;
+    show('sent; it may wait up to ' + wait + ' for a slot…', '');
+  }
   try {
-    const { res, data } = await api('POST', '/api/v1/check', { key: w.key, policy: w.policy });
+    const { res, data } = await api('POST', '/api/v1/check', body);
     if (res.status === 200 && data) {
+      const waited = typeof data.waitedMs === 'number' ? ' after waiting ' + fmtInt(data.waitedMs) + ' ms for its booked slot' : '';
       show(data.failOpen
         ? '200 allowed (fail-open: Redis unreachable)'
-        : '200 allowed · ' + data.count + ' / ' + data.limit, 'is-allowed');
+        : '200 allowed' + waited + ' · ' + data.count + ' / ' + data.limit, 'is-allowed');
     } else if (res.status === 429) {
       const ra = res.headers.get('Retry-After');
       const exact = data && typeof data.retryAfterMs === 'number' ? ' (exactly ' + fmtSeconds(data.retryAfterMs) + ' s)' : '';
@@ -48,6 +71,50 @@ async function onSend(ui, w) {
   }
 }
 
+// onLease takes a lease of the watched inflight window: POST
+// /api/v1/leases. Its bar comes with the lease message, in every tab.
+async function onLease(ui, w) {
+  const show = shower(ui);
+  try {
+    const { res, data } = await api('POST', '/api/v1/leases', { key: w.key, policy: w.policy });
+    if (res.status === 200 && data && data.leaseId) {
+      show('200 lease ' + shortId(data.leaseId) + ' · ' + data.inFlight + ' / ' + data.limit +
+        ' in flight, ends in ' + fmtDuration(data.expiresMs - data.nowMs) + ' unless released', 'is-allowed');
+    } else if (res.status === 200 && data) {
+      show('200 (fail-open: Redis unreachable, no lease held)', 'is-allowed');
+    } else if (res.status === 429) {
+      const exact = data && typeof data.retryAfterMs === 'number' ? ' (the first lease ends in ' + fmtSeconds(data.retryAfterMs) + ' s)' : '';
+      show('429 every lease is held · Retry-After ' + res.headers.get('Retry-After') + ' s' + exact, 'is-denied');
+    } else {
+      show(problemText(res, data), 'is-error');
+      toast('Lease failed: ' + problemText(res, data));
+    }
+  } catch (e) {
+    show('network error', 'is-error');
+    toast('Lease failed: ' + e.message);
+  }
+}
+
+// releaseFrom returns what a lease bar's release button does: give that
+// lease back, DELETE /api/v1/leases/<id>; the lease message that follows
+// takes its bar away in every tab.
+export function releaseFrom(win) {
+  return async (id, btn) => {
+    const w = win();
+    btn.disabled = true;
+    btn.textContent = 'releasing…';
+    try {
+      const { res, data } = await api('DELETE', '/api/v1/leases/' + encodeURIComponent(id) + '?' + windowQuery(w.key, w.policy));
+      if (res.ok) return;
+      toast('Release failed: ' + problemText(res, data));
+    } catch (e) {
+      toast('Release failed: ' + e.message);
+    }
+    btn.textContent = 'release';
+    btn.disabled = false;
+  };
+}
+
 let boundaryBusy = false;
 
 // onBoundaryTest resets the window, then sends limit checks one after
@@ -57,6 +124,11 @@ async function onBoundaryTest(ui, w) {
   const btn = ui.boundary;
   const out = ui.boundaryResult;
   const limit = w.limit;
+  if (w.algorithm === INFLIGHT) {
+    out.className = '';
+    out.textContent = 'The boundary test is for window policies. Here, take leases one by one: the one past the limit gets 429.';
+    return;
+  }
   boundaryBusy = true;
   btn.disabled = true;
   out.className = '';

@@ -152,3 +152,17 @@ function caption(model, t) {
   const rule = fmtInt(r.limit) + ' per ' + fmtDuration(r.windowMs);
   return a.say(r, model.at(r, t), t, rule);
 }
+
+// renderAlgoRing counts down, when not blocked, to the binding rule's
+// reset: the end of a fixed window, the counter's estimate at 0, the TAT, a
+// full bucket. a is the algorithm (its module), denial what blocks now.
+export function renderAlgoRing(ring, algo, rule, a, t, denial) {
+  const r = rule && algo.known ? algo.rule(rule.windowMs) : null;
+  const s = r ? algo.at(r, t) : null;
+  const W = rule ? rule.windowMs : 0;
+  if (!s || s.resetAt === null) {
+    ring.render(t, null, W, denial);
+    return;
+  }
+  ring.render(t, s.resetAt - W, W, denial, (a && a.resetLabel) || 'until it resets');
+}

@@ -39,3 +39,8 @@ export function parseList(raw) {
     return [];
   }
 }
+
+// policyByName finds a policy of the page's list by name, or null.
+export function policyByName(policies, name) {
+  return policies.find((p) => p.name === name) || null;
+}

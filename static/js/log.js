@@ -170,6 +170,7 @@ const MARK_TITLE = {
   cached: 'answered by the instance\'s local deny cache, without a Redis round trip',
   'would deny · shadow': 'shadow policy: allowed, but enforced it would have been a 429 with this Retry-After',
   locked: 'this key is locked out: every check is denied until the lock ends, whatever room the window has',
+  booked: 'the window was full, but this check could wait: it booked the first moment room frees (its entry is scored then), and the server held its answer until that moment',
 };
 
 function decisionRow(m, refund) {
@@ -184,6 +185,8 @@ function decisionRow(m, refund) {
   const marks = w.mark ? [w.mark] : [];
   if (m.cached && outcome === OUTCOME.WOULD_DENY) marks.push('cached');
   if (m.locked) marks.push('locked');
+  const waited = typeof m.bookedMs === 'number' && m.bookedMs > m.nowMs ? m.bookedMs - m.nowMs : 0;
+  if (waited) marks.push('booked');
   for (const mark of marks) {
     const text = mark === 'locked' && m.lockLevel ? 'locked · level ' + m.lockLevel : mark;
     const tag = span('log-tag log-tag-' + (mark === 'would deny · shadow' ? 'shadow' : mark), text);
@@ -191,6 +194,12 @@ function decisionRow(m, refund) {
     whatEl.append(tag, ' ');
   }
   whatEl.append(outcome === OUTCOME.ALLOWED ? 'allowed' : 'Retry-After ' + fmtSeconds(m.retryAfterMs) + ' s');
+  // A booked check's wait is known when it books: its slot less the moment
+  // it asked, which the server holds its answer for.
+  if (waited) {
+    whatEl.append(' · waited ' + fmtInt(waited) + ' ms');
+    li.dataset.bookedMs = String(m.bookedMs);
+  }
   if (m.locked) li.dataset.locked = 'true';
   if (refund) whatEl.append(' ', refundButton(m.id, m.nowMs));
   li.append(

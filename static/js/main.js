@@ -15,8 +15,8 @@ import { Stream, wsURL } from './stream.js';
 import { WindowModel } from './window-model.js';
 import { AlgoModel } from './algo-model.js';
 import { loadAlgorithms, algorithm } from './algorithms.js';
-import { readFacts, keyPattern, redisKey, parseList } from './facts.js';
-import { AlgoView } from './algo-view.js';
+import { readFacts, keyPattern, redisKey, parseList, policyByName } from './facts.js';
+import { AlgoView, renderAlgoRing } from './algo-view.js';
 import { Timeline } from './timeline.js';
 import { Ring } from './ring.js';
 import { CountReadout, bindingRule } from './count.js';
@@ -24,7 +24,8 @@ import { Log } from './log.js';
 import { Rate } from './rate.js';
 import { Race, raceText } from './race.js';
 import { Blocked } from './blocked.js';
-import { bindActions, clearActions, refundFrom } from './actions.js';
+import { bindActions, clearActions, refundFrom, releaseFrom, INFLIGHT } from './actions.js';
+import { Leases, leaseNote, LEASES_CAPTION } from './leases.js';
 import { statusOf, renderStatus } from './status.js';
 import { toastInto } from './toast.js';
 import { Quotas } from './quota.js';
@@ -89,7 +90,9 @@ async function init() {
     canvas: byId('tl-canvas'),
     caption: byId('tl-caption'),
     axisStart: byId('axis-start'),
+    axisEnd: byId('axis-end'),
   }, w);
+  const leases = new Leases({ root: byId('tl-leases'), caption: byId('tl-caption') }, w);
   const algo = new AlgoModel();
   const algoView = new AlgoView({
     timeline: byTestId('timeline'), plot: byId('tl-plot'), canvas: byId('tl-algo'), caption: byId('tl-caption'),
@@ -105,7 +108,7 @@ async function init() {
   const override = new OverrideLine(byTestId('override'), w);
   const win = () => {
     const r = bindingRule(state.rules);
-    return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0 };
+    return { key: state.key, policy: state.policy, limit: r ? r.limit : state.reported.limit || 0, algorithm: state.algorithm };
   };
   const race = new Race({
     buttons: {
@@ -120,9 +123,12 @@ async function init() {
     boundaryResult: byTestId('boundary-result'),
     reset: byTestId('reset'),
     sendResult: byId('send-result'),
+    wait: byTestId('wait'),
+    waitField: byId('wait-field'),
   };
   bindActions(actions, win);
   log.onRefund = refundFrom(win);
+  leases.onRelease = releaseFrom(win);
 
   // ---------- messages ----------
 
@@ -144,6 +150,8 @@ async function init() {
     [MSG.TICK]: (m) => clock.sync(m.nowMs),
     [MSG.SNAPSHOT]: (m) => {
       if (!forThisWindow(m)) return;
+      state.reported = { count: num(m.count), limit: num(m.limit) };
+      if (state.algorithm === INFLIGHT) return leases.snapshot(m);
       // The first snapshot lists what the window held before this tab
       // opened, unless decisions already filled the log.
       if (!state.listedEarlier) {
@@ -153,7 +161,6 @@ async function init() {
       model.snapshot(m);
       quotas.snapshot(m);
       if (!entries(state.algorithm)) algo.snapshot(m);
-      state.reported = { count: num(m.count), limit: num(m.limit) };
     },
     [MSG.DECISION]: (m) => {
       if (!forThisWindow(m)) return;
@@ -176,6 +183,7 @@ async function init() {
       if (!forThisWindow(m)) return;
       model.reset(m.nowMs);
       algo.reset(m.nowMs);
+      leases.reset();
       quotas.reset();
       blocked.clear();
       state.reported = { count: 0, limit: state.reported.limit };
@@ -186,6 +194,11 @@ async function init() {
       blocked.clear();
       race.show(m);
       log.note(clock.now(), 'race ' + raceText(m));
+    },
+    [MSG.LEASE]: (m) => {
+      if (!forThisWindow(m) || state.algorithm !== INFLIGHT) return;
+      leases.lease(m);
+      log.note(m.nowMs, leaseNote(m));
     },
     [MSG.VIEWERS]: (m) => {
       state.viewers = Number(m.count) || 0;
@@ -235,8 +248,14 @@ async function init() {
     if (a !== state.algorithm) {
       algo.clear();
       algoView.clear();
+      leases.clear();
       if (!entries(a)) timeline.clear();
     }
+    const inflight = a === INFLIGHT;
+    // A window of leases takes leases: "send" takes one; waiting is the log's.
+    w.text(actions.send, inflight ? 'Take a lease' : 'Send a request');
+    actions.wait.disabled = a !== 'log';
+    actions.waitField.hidden = inflight;
     state.algorithm = a;
     state.shadow = shadow;
     log.refundable = state.policy === facts.sandbox && entries(a); // anyone may refund on the sandbox
@@ -245,19 +264,21 @@ async function init() {
     w.text(ui.algoCaption, algorithm(a) ? algorithm(a).caption || '' : '');
     w.attr(ui.windowCard, 'data-algorithm', a);
     w.attr(app, 'data-algorithm', a);
-    w.attr(ui.timeline, 'aria-label', entries(a)
-      ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
-      : 'The ' + a + ' state of each rule, moving with the limiter clock');
-    w.text(ui.countLabel, entries(a) ? 'In window / limit' : 'Used / limit');
+    w.attr(ui.timeline, 'aria-label', inflight ? 'Each live lease as a bar from its start to its expiry; the line is now'
+      : entries(a) ? 'Entries of the sorted set placed by score; the cutoff line is at now minus the window'
+        : 'The ' + a + ' state of each rule, moving with the limiter clock');
+    w.text(ui.countLabel, inflight ? 'In flight / limit' : entries(a) ? 'In window / limit' : 'Used / limit');
+    if (inflight) w.text(ui.algoCaption, LEASES_CAPTION);
     showKeys();
   }
 
   // showKeys names the watched window's Redis key: the log's sorted set or,
   // for the other algorithms, their hash beside it.
   function showKeys() {
-    const k = redisKey(facts, state.key, state.policy, algorithm(state.algorithm) || { name: state.algorithm });
+    const leased = state.algorithm === INFLIGHT; // leases live in a sorted set, scored by expiry
+    const k = redisKey(facts, state.key, state.policy, algorithm(state.algorithm) || { name: state.algorithm, entries: leased });
     for (const el of ui.zsetKeys) el.textContent = k;
-    w.text(ui.redisKeyLabel, entries(state.algorithm) ? 'Redis sorted set' : 'Redis hash, a field per rule');
+    w.text(ui.redisKeyLabel, entries(state.algorithm) || leased ? 'Redis sorted set' : 'Redis hash, a field per rule');
   }
 
   function applyPolicy() {
@@ -301,6 +322,7 @@ async function init() {
     algo.clear();
     algoView.clear();
     timeline.clear();
+    leases.clear();
     log.clear();
     rate.clear();
     race.clear();
@@ -344,34 +366,22 @@ async function init() {
     model.expire(t);
     const verdict = blocked.verdict(t);
     blocked.render(t);
-    if (entries(state.algorithm)) {
+    if (state.algorithm === INFLIGHT) {
+      leases.expire(t);
+      leases.render(t);
+      leases.readouts(t, counter, ring);
+    } else if (entries(state.algorithm)) {
       timeline.render(model, t);
       counter.render(t, model, state.rules, state.reported, verdict);
       ring.render(t, model.oldestMs, model.windowMs, blocked.ring(t));
     } else {
       algoView.render(algo, t);
       counter.render(t, algo.known ? algo : model, state.rules, state.reported, verdict);
-      renderAlgoRing(t);
+      renderAlgoRing(ring, algo, bindingRule(state.rules), algorithm(state.algorithm), t, blocked.ring(t));
     }
     log.render(Math.max(state.reported.limit || 0, ...state.rules.map((r) => r.limit)));
     rate.render(t);
     quotas.render(t);
-  }
-
-  // renderAlgoRing counts down, when not blocked, to the binding rule's
-  // reset: the end of a fixed window, the counter's estimate at 0, the TAT,
-  // a full bucket.
-  function renderAlgoRing(t) {
-    const rule = bindingRule(state.rules);
-    const r = rule && algo.known ? algo.rule(rule.windowMs) : null;
-    const s = r ? algo.at(r, t) : null;
-    const W = rule ? rule.windowMs : 0;
-    if (!s || s.resetAt === null) {
-      ring.render(t, null, W, blocked.ring(t));
-      return;
-    }
-    const a = algorithm(state.algorithm);
-    ring.render(t, s.resetAt - W, W, blocked.ring(t), (a && a.resetLabel) || 'until it resets');
   }
 
   applyPolicy();
@@ -379,11 +389,6 @@ async function init() {
   window.addEventListener('online', () => stream.retry());
   stream.open(streamURL());
   drawEveryFrame(render);
-}
-
-
-function policyByName(policies, name) {
-  return policies.find((p) => p.name === name) || null;
 }
 
 function num(v) {

@@ -42,6 +42,16 @@ export function fan(items, pxPerMs) {
   return out;
 }
 
+// future marks an entry scored after t — a booked check's, waiting for its
+// slot — with data-future, until the clock reaches it.
+function future(el, t) {
+  const f = Number(el.dataset.ms) > t;
+  if (el.future === f) return;
+  el.future = f;
+  el.dataset.future = f ? 'true' : 'false';
+  el.classList.toggle('is-future', f);
+}
+
 // Strip holds one element per entry. Each sits at a fixed left offset from
 // the strip's origin; only the strip moves, with one transform a frame, so
 // the entries share one layer however many there are.
@@ -88,7 +98,8 @@ export class Strip {
       else this.ghosts[keep++] = gh;
     }
     this.ghosts.length = keep;
-    const x = (this.origin - (g.t - g.span)) * this.pxPerMs;
+    for (const el of this.els.values()) future(el, g.t);
+    const x = (this.origin - g.left) * this.pxPerMs;
     this.el.style.transform = 'translateX(' + x.toFixed(1) + 'px)';
   }
 
@@ -140,6 +151,7 @@ export class Strip {
     el.dataset.id = id;
     el.dataset.ms = String(e.ms);
     el.title = 'member ' + id + '\nscore ' + e.ms;
+    el.future = null;
     this.place(el);
     this.el.appendChild(el);
     this.els.set(id, el);

@@ -2,6 +2,9 @@
 // cutoff at now − window. Up to DOM_MAX entries each is an element
 // (`timeline-entry`) in one strip that moves with one transform; beyond, one
 // canvas draws them as dots while every entry is known, or as a density band.
+// A booked check's entry is scored at its slot, after now: while one waits,
+// the axis goes on right of the now line to the latest booking (and a
+// little), and the entry slides into the window when its time comes.
 
 import { SPAN } from './window-model.js';
 import { Strip } from './strip.js';
@@ -11,6 +14,7 @@ export const DOM_MAX = 200;
 const CAPTION_EVERY_MS = 500; // a caption that changed every frame could not be read
 const MIN_COLUMN_PX = 2; // bins narrower than this are drawn together
 const REDRAW_MS = 33; // new data alone redraws the canvas at most this often
+const FUTURE_STEP = 0.1; // room right of now grows and shrinks in steps of this many windows
 
 // laneY is the vertical place of a lane, as a fraction of the plot's height.
 function laneY(lane) {
@@ -19,7 +23,7 @@ function laneY(lane) {
 
 export class Timeline {
   constructor(ui, writer) {
-    this.ui = ui; // {timeline, cutoff, plot, strip, canvas, caption, axisStart}
+    this.ui = ui; // {timeline, cutoff, plot, strip, canvas, caption, axisStart, axisEnd}
     this.w = writer;
     this.strip = new Strip(ui.strip);
     this.plot = new Plot(ui.canvas);
@@ -29,6 +33,7 @@ export class Timeline {
     this.captionAt = -Infinity;
     this.captionKind = ''; // what the caption last said, in short: see render
     this.windowMs = 0;
+    this.futureMs = null; // room right of now, as last laid out
     const measure = () => {
       this.width = ui.plot.clientWidth;
       this.height = ui.plot.clientHeight;
@@ -45,6 +50,7 @@ export class Timeline {
     this.plot.clear();
     this.mode = '';
     this.captionAt = -Infinity;
+    this.futureMs = null;
     this.w.attr(this.ui.timeline, 'data-count', '0');
     this.w.text(this.ui.caption, '');
   }
@@ -72,7 +78,9 @@ export class Timeline {
     this.w.attr(this.ui.timeline, 'data-count', String(count === null ? 0 : count));
     this.w.attr(this.ui.cutoff, 'data-ms', String(Math.floor(t - W)));
 
-    const geo = { t: t, span: SPAN * W, cutoff: t - W, width: this.width, height: this.height };
+    const past = SPAN * W;
+    const future = this.future(model, t, W);
+    const geo = { t: t, left: t - past, span: past + future, cutoff: t - W, width: this.width, height: this.height };
     let d = null;
     if (mode === 'dom') this.strip.render(model, geo);
     else if (this.plot.due(model, geo)) {
@@ -86,14 +94,45 @@ export class Timeline {
     // keeps still for a while; one of entries drawn one by one changes with
     // them, so it never names another count than the dots beside it.
     const fanned = mode === 'dom' ? this.strip.fanned : 0;
-    const kind = mode === 'dom' ? count + ' ' + fanned : mode + (count ? '' : ' empty');
+    let booked = 0;
+    if (future > 0 && model.exact) for (const e of model.entries.values()) if (e.ms > t) booked++;
+    const kind = mode === 'dom' ? count + ' ' + fanned + ' ' + booked : mode + (count ? '' : ' empty') + booked;
     const p = performance.now();
     if (p - this.captionAt >= CAPTION_EVERY_MS || kind !== this.captionKind) {
       this.captionAt = p;
       this.captionKind = kind;
       if (mode === 'band' && !d) d = model.density(t);
-      this.w.text(this.ui.caption, model.known ? caption(mode, model, count, d, fanned) : '');
+      let text = model.known ? caption(mode, model, count, d, fanned) : '';
+      if (booked > 0) {
+        text += booked === 1
+          ? ' 1 is booked: a check waiting for its slot, scored right of the now line; it slides into the window when the clock gets there.'
+          : ' ' + fmtInt(booked) + ' are booked: checks waiting for their slots, scored right of the now line; they slide into the window when the clock gets there.';
+      }
+      this.w.text(this.ui.caption, text);
     }
+  }
+
+  // future is the room the axis keeps right of now: none while no booking
+  // waits, else up to the latest booking and a step more. It changes in steps,
+  // and the cutoff, the now line and the axis move with it (CSS variables on
+  // the card: --tl-cut and --tl-now, fractions of the plot's width).
+  future(model, t, W) {
+    const step = FUTURE_STEP * W;
+    const ahead = model.newestMs !== null && model.newestMs > t ? model.newestMs - t : 0;
+    let f = this.futureMs === null ? 0 : this.futureMs;
+    if (ahead === 0) f = 0;
+    else if (ahead + step / 2 > f || ahead + 3 * step < f) f = Math.ceil(ahead / step + 1) * step;
+    if (f !== this.futureMs) {
+      this.futureMs = f;
+      const span = SPAN * W + f;
+      const card = this.ui.timeline.parentElement;
+      card.style.setProperty('--tl-cut', ((SPAN - 1) * W / span * 100).toFixed(3) + '%');
+      card.style.setProperty('--tl-now', (SPAN * W / span * 100).toFixed(3) + '%');
+      card.classList.toggle('has-future', f > 0);
+      if (this.ui.axisEnd) this.w.text(this.ui.axisEnd, f > 0 ? '+' + fmtDuration(f) : '');
+      this.plot.clear();
+    }
+    return f;
   }
 }
 
@@ -144,7 +183,7 @@ class Plot {
   // A 1-minute window moves about 10 px a second, so most frames need none.
   due(model, g) {
     const dpr = window.devicePixelRatio || 1;
-    const px = Math.floor((g.t - g.span) / g.span * g.width * dpr);
+    const px = Math.floor(g.left / g.span * g.width * dpr);
     const p = performance.now();
     const data = model.version !== this.drawnVersion && p - this.drawnAt >= REDRAW_MS;
     if (px === this.drawnPx && !data && this.drawn) return false;
@@ -174,7 +213,7 @@ class Plot {
   }
 
   x(ms, g) {
-    return (ms - (g.t - g.span)) / g.span * g.width;
+    return (ms - g.left) / g.span * g.width;
   }
 
   dots(model, g) {
@@ -206,7 +245,7 @@ class Plot {
     const binPx = model.binMs / g.span * g.width;
     const group = Math.max(1, Math.ceil(MIN_COLUMN_PX / binPx)); // bins per column
     const colMs = group * model.binMs;
-    const first = Math.floor((g.t - g.span) / colMs);
+    const first = Math.floor(g.left / colMs);
     const last = Math.floor(g.t / colMs);
     const cols = [];
     let max = 0;

@@ -24,7 +24,8 @@ export class WindowModel {
     this.seenBins = new Int32Array(RING); // recorded decisions per bin, since seenSince
     this.listedBins = new Int32Array(RING); // the last snapshot's entries per bin
     this.recentIds = new Array(RECENT);
-    this.recentMs = new Float64Array(RECENT);
+    this.recentMs = new Float64Array(RECENT); // each one's score
+    this.recentAt = new Float64Array(RECENT); // when it was recorded: its score, or before it when booked
     this.windowMs = 0;
     this.binMs = 0;
     this.longestLimit = 0; // the longest rule's limit, when no other rule shares it
@@ -48,6 +49,7 @@ export class WindowModel {
     this.countAt = -Infinity; // …at this Redis time
     this.countExtra = 0; // entries recorded after countAt
     this.oldestMs = null;
+    this.newestMs = null; // the newest score kept: after now while a booking waits
     this.recentN = 0;
     this.adjusted = []; // refunds and settles a snapshot may not show yet, oldest first
     this.reconnected();
@@ -105,8 +107,8 @@ export class WindowModel {
       this.countBase = m.count;
       this.countAt = m.nowMs;
       this.countExtra = 0;
-      this.eachRecent((id, ms) => {
-        if (ms > m.nowMs) this.countExtra++;
+      this.eachRecent((id, ms, at) => {
+        if (at > m.nowMs) this.countExtra++;
       });
     }
 
@@ -128,8 +130,8 @@ export class WindowModel {
       next.set(e.id, { ms: e.ms, lane: had ? had.lane : this.pickLane(e.ms) });
     }
     // Entries recorded after Redis answered the snapshot are not in it yet.
-    this.eachRecent((id, ms) => {
-      if (ms >= m.nowMs && !next.has(id)) {
+    this.eachRecent((id, ms, at) => {
+      if (at >= m.nowMs && !next.has(id)) {
         const had = old.get(id);
         next.set(id, { ms: ms, lane: had ? had.lane : this.pickLane(ms) });
       }
@@ -140,10 +142,14 @@ export class WindowModel {
     if (!this.exact) this.entries = new Map();
   }
 
+  // A booked check (bookedMs after nowMs: it waits for its slot) records
+  // its entry at once, scored at the slot, right of now; its count
+  // describes the window at the slot, not now.
   decision(m) {
     if (typeof m.nowMs !== 'number') return;
+    const booked = typeof m.bookedMs === 'number' && m.bookedMs > m.nowMs;
     let counted = false;
-    if (typeof m.count === 'number' && this.longestLimit > 0 && m.limit === this.longestLimit && m.nowMs >= this.countAt) {
+    if (!booked && typeof m.count === 'number' && this.longestLimit > 0 && m.limit === this.longestLimit && m.nowMs >= this.countAt) {
       this.countBase = m.count; // the longest rule's count, this request included
       this.countAt = m.nowMs;
       this.countExtra = 0;
@@ -151,12 +157,13 @@ export class WindowModel {
     }
     if (!recordsEntry(m)) return;
     this.version++;
-    const ms = m.nowMs;
-    if (!counted && ms > this.countAt) this.countExtra++;
+    const ms = booked ? m.bookedMs : m.nowMs;
+    if (!counted && m.nowMs > this.countAt) this.countExtra++;
     this.recentIds[this.recentN % RECENT] = m.id;
     this.recentMs[this.recentN % RECENT] = ms;
+    this.recentAt[this.recentN % RECENT] = m.nowMs;
     this.recentN++;
-    this.addSeen(ms);
+    if (!booked) this.addSeen(ms); // bins count the past; a snapshot lists a booking
     if (this.exact && !this.entries.has(m.id)) {
       this.entries.set(m.id, { ms: ms, lane: this.pickLane(ms) });
       if (this.entries.size > EXACT_CAP) {
@@ -239,13 +246,13 @@ export class WindowModel {
     this.seenBins[mod(k, RING)]++;
   }
 
-  // eachRecent calls f(id, ms) for each recent recorded decision, but
-  // those since refunded.
+  // eachRecent calls f(id, ms, at) for each recent recorded decision (its
+  // score and when it was recorded), but those since refunded.
   eachRecent(f) {
     const n = Math.min(this.recentN, RECENT);
     for (let i = this.recentN - n; i < this.recentN; i++) {
       const id = this.recentIds[i % RECENT];
-      if (id !== null) f(id, this.recentMs[i % RECENT]);
+      if (id !== null) f(id, this.recentMs[i % RECENT], this.recentAt[i % RECENT]);
     }
   }
 
@@ -263,15 +270,22 @@ export class WindowModel {
   expire(t) {
     const cutoff = t - this.windowMs;
     let oldest = Infinity;
+    let newest = -Infinity;
     if (this.exact) {
       for (const [id, e] of this.entries) {
         if (e.ms <= cutoff) {
           this.entries.delete(id);
           this.version++;
+        } else {
+          if (e.ms < oldest) oldest = e.ms;
+          if (e.ms > newest) newest = e.ms;
         }
-        else if (e.ms < oldest) oldest = e.ms;
       }
+    } else {
+      if (this.listedMs.length) newest = this.listedMs[this.listedMs.length - 1];
+      this.eachRecent((id, ms) => (newest = Math.max(newest, ms)));
     }
+    this.newestMs = newest === -Infinity ? null : newest; // a booking's score is after t
     while (this.listedFirst < this.listedMs.length && this.listedMs[this.listedFirst] <= cutoff) this.listedFirst++;
     if (!this.exact) {
       if (this.listedFirst < this.listedMs.length) oldest = this.listedMs[this.listedFirst];
