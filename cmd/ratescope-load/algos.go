@@ -47,12 +47,10 @@ type algoCost struct {
 }
 
 func measureAlgorithms(ctx context.Context, e *env) error {
-	opt, err := redis.ParseURL(e.redisURL)
+	rdb, err := e.redisClient(algoWorkers)
 	if err != nil {
-		return fmt.Errorf("failed to parse the Redis URL: %w", err)
+		return err
 	}
-	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, algoWorkers
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	lim := limiter.New(rdb)
 

@@ -85,6 +85,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/ratescope/ratescope/internal/redistest"
 )
 
@@ -285,6 +287,17 @@ type env struct {
 	redis    *redistest.Process // nil with --redis-url
 	dir      string
 	rep      *report
+}
+
+// redisClient is a client of the run's Redis configured as the server
+// configures its own (context timeouts, no retries), with pool connections.
+func (e *env) redisClient(pool int) (*redis.Client, error) {
+	opt, err := redis.ParseURL(e.redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
+	}
+	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, pool
+	return redis.NewClient(opt), nil
 }
 
 // progress tells the operator what is going on; the report goes to stdout.

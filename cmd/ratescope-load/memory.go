@@ -35,12 +35,10 @@ var memoryWindowSizes = []memorySize{{1, 50_000}, {10, 10_000}, {100, 1_000}, {1
 var memoryLeaseSizes = []memorySize{{1, 20_000}, {4, 5_000}, {100, 500}}
 
 func measureMemory(ctx context.Context, e *env) error {
-	opt, err := redis.ParseURL(e.redisURL)
+	rdb, err := e.redisClient(algoWorkers)
 	if err != nil {
-		return fmt.Errorf("failed to parse the Redis URL: %w", err)
+		return err
 	}
-	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, algoWorkers
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	lim := limiter.New(rdb, limiter.WithDenyCache(0))
 	listpack := "?"

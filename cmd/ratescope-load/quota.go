@@ -28,12 +28,10 @@ const quotaMemoryRule = "100000/month"
 const quotaMemoryBound = 150
 
 func measureQuotaMemory(ctx context.Context, e *env) error {
-	opt, err := redis.ParseURL(e.redisURL)
+	rdb, err := e.redisClient(algoWorkers)
 	if err != nil {
-		return fmt.Errorf("failed to parse the Redis URL: %w", err)
+		return err
 	}
-	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, algoWorkers
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	lim := limiter.New(rdb, limiter.WithDenyCache(0))
 	p, err := limiter.ParsePolicy("q" + uuid.NewString()[:2] + "=" + quotaMemoryRule)

@@ -107,13 +107,11 @@ func measureScripts(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	opt, err := redis.ParseURL(e.redisURL)
-	if err != nil {
-		return fmt.Errorf("failed to parse the Redis URL: %w", err)
-	}
 	workers := max(1, o.conns/o.pipeline)
-	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, workers+2
-	rdb := redis.NewClient(opt)
+	rdb, err := e.redisClient(workers + 2)
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	for _, v := range variants {
 		if err := v.script.Load(ctx, rdb).Err(); err != nil {
