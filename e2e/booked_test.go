@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -49,18 +48,7 @@ const bookedViewJS = `(() => {
 // waitBooked polls the page until check returns nil.
 func (tb *tab) waitBooked(what string, check func(bookedView) error) bookedView {
 	tb.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		v := evaluate[bookedView](tb, bookedViewJS)
-		err := check(v)
-		if err == nil {
-			return v
-		}
-		if time.Now().After(deadline) {
-			tb.t.Fatalf("%s: waited %s for %s: %v; the page shows %+v", tb.name, waitTimeout, what, err, v)
-		}
-		time.Sleep(pollEvery)
-	}
+	return waitView(tb, waitTimeout, bookedViewJS, what, check)
 }
 
 // future is the one entry the page draws as booked, or an error.

@@ -324,6 +324,25 @@ func (tb *tab) waitCheck(d time.Duration, what string, check func(pageState) err
 	}
 }
 
+// waitView evaluates js on the page until check accepts what it returns,
+// for at most d, and fails the test with check's last error and the last
+// view: the poll every feature's e2e shares, each with a view of its own.
+func waitView[V any](tb *tab, d time.Duration, js, what string, check func(V) error) V {
+	tb.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		v := evaluate[V](tb, js)
+		err := check(v)
+		if err == nil {
+			return v
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("%s: waited %s for %s: %v; the page shows %+v", tb.name, d, what, err, v)
+		}
+		time.Sleep(pollEvery)
+	}
+}
+
 // close checks the tab's console and closes it before the test ends.
 func (tb *tab) close() {
 	tb.t.Helper()

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 )
 
 // leaseBar is one `lease` element as the page shows it.
@@ -49,18 +48,7 @@ const leaseViewJS = `(() => {
 // waitLeases polls the page until check returns nil.
 func (tb *tab) waitLeases(what string, check func(leaseView) error) leaseView {
 	tb.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		v := evaluate[leaseView](tb, leaseViewJS)
-		err := check(v)
-		if err == nil {
-			return v
-		}
-		if time.Now().After(deadline) {
-			tb.t.Fatalf("%s: waited %s for %s: %v; the page shows %+v", tb.name, waitTimeout, what, err, v)
-		}
-		time.Sleep(pollEvery)
-	}
+	return waitView(tb, waitTimeout, leaseViewJS, what, check)
 }
 
 // lease is what an acquire answered.

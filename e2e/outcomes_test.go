@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -96,18 +95,7 @@ const outcomeViewJS = `(() => {
 // with check's last error and the last view when it does not in time.
 func (tb *tab) waitOutcome(what string, check func(outcomeView) error) outcomeView {
 	tb.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		v := evaluate[outcomeView](tb, outcomeViewJS)
-		err := check(v)
-		if err == nil {
-			return v
-		}
-		if time.Now().After(deadline) {
-			tb.t.Fatalf("%s: waited %s for %s: %v; the page shows %+v", tb.name, waitTimeout, what, err, v)
-		}
-		time.Sleep(pollEvery)
-	}
+	return waitView(tb, waitTimeout, outcomeViewJS, what, check)
 }
 
 // newestOfKind is the newest log row of kind, or nil.

@@ -102,18 +102,7 @@ const tenantViewJS = `(() => {
 // fails the test with check's last error and the last view.
 func (tb *tab) waitTenant(d time.Duration, what string, check func(tenantView) error) tenantView {
 	tb.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		v := evaluate[tenantView](tb, tenantViewJS)
-		err := check(v)
-		if err == nil {
-			return v
-		}
-		if time.Now().After(deadline) {
-			tb.t.Fatalf("%s: waited %s for %s: %v; the page shows %+v", tb.name, d, what, err, v)
-		}
-		time.Sleep(pollEvery)
-	}
+	return waitView(tb, d, tenantViewJS, what, check)
 }
 
 // shows is a check that the override line reads text (visible), or is
