@@ -30,6 +30,10 @@ type checkAPI struct {
 	waiters *waiters
 	live    *live.View
 	log     *slog.Logger
+	// redisUp reports whether Redis accepts writes now (readiness): a
+	// held check whose slot comes while it does not gets the fail mode's
+	// answer instead of its booking's.
+	redisUp func() bool
 }
 
 // handleCheck decides and records one request: POST /api/v1/check. It reads
@@ -111,6 +115,9 @@ func (a checkAPI) hold(c echo.Context, res httplimit.Result) error {
 	// on it gets its own.
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Time{})
 	waited, err := a.waiters.hold(ctx, res.Decision)
+	if err == nil && a.redisUp != nil && !a.redisUp() {
+		return a.failAtSlot(c, res)
+	}
 	if err == nil {
 		a.waiters.served.Inc()
 		body := httplimit.NewDecisionBody(res.Decision)
@@ -130,4 +137,19 @@ func (a checkAPI) hold(c echo.Context, res httplimit.Result) error {
 		return unavailable("the server is shutting down; the booked slot was given back")
 	}
 	return nil // the client is gone: nobody to answer
+}
+
+// failAtSlot answers a held check whose slot came while Redis does not
+// accept writes as any check is answered then, by the fail mode: closed,
+// 503 with Retry-After; open, allowed without RateLimit fields. The booking
+// stays where Redis has it (it cannot be refunded now); no RateLimit field
+// set when it was booked is sent.
+func (a checkAPI) failAtSlot(c echo.Context, res httplimit.Result) error {
+	h := c.Response().Header()
+	h.Del("RateLimit")
+	h.Del("RateLimit-Policy")
+	if a.checker.FailMode != httplimit.FailOpen {
+		return unavailable("Redis stopped accepting writes while this check waited for its slot; retry shortly")
+	}
+	return c.JSON(http.StatusOK, failOpenJSON{Allowed: true, FailOpen: true, Key: res.Decision.Key, Policy: res.Policy.Name})
 }

@@ -28,7 +28,8 @@ func routes(e *echo.Echo, p *parts) {
 	}
 
 	api := e.Group("/api/v1")
-	api.POST("/check", handleCheck(checkAPI{store: p.store, checker: p.checker, auth: p.auth, waiters: p.waiters, live: p.live, log: p.log}))
+	api.POST("/check", handleCheck(checkAPI{store: p.store, checker: p.checker, auth: p.auth, waiters: p.waiters, live: p.live, log: p.log,
+		redisUp: func() bool { return p.ready.State().Ready() }}))
 	api.POST("/refund", handleRefund(adjust))
 	api.POST("/settle", handleSettle(adjust))
 	api.POST("/leases", handleAcquire(leases))

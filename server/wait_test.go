@@ -250,44 +250,64 @@ func TestWaitBadInput(t *testing.T) {
 	}
 }
 
-// TestWaitRedisDownWhileHolding: a held check's booking is recorded
-// already, so Redis going away meanwhile changes nothing for it: it is
-// answered at its slot, and afterwards the server runs no more goroutines
-// than before.
+// TestWaitRedisDownWhileHolding: a check held for its slot while Redis stops
+// accepting writes gets, when its slot comes, the fail mode's answer — 503
+// with Retry-After when failing closed, allowed without RateLimit fields
+// when failing open — not its booking's; and nothing held leaks.
 func TestWaitRedisDownWhileHolding(t *testing.T) {
-	rs := redistest.Start(t)
-	app := startApp(t, map[string]string{"REDIS_URL": rs.URL}, "--policy", "rd=1/2s", "--check-timeout", "300ms")
-	key := newKey()
-	u := app.URL + "/api/v1/check?policy=rd&key=" + key
-	// Warm up: the first checks start pools and loops that stay.
-	do(t, "POST", app.URL+"/api/v1/check?policy=rd&key=warm&wait=30s", "")
-	do(t, "POST", app.URL+"/api/v1/check?policy=rd&key=warm&wait=30s", "")
-	http.DefaultClient.CloseIdleConnections()
-	time.Sleep(200 * time.Millisecond)
-	baseline := goleak.IgnoreCurrent()
+	for _, tc := range []struct {
+		mode   string
+		status int
+	}{{"closed", 503}, {"open", 200}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			rs := redistest.Start(t)
+			app := startApp(t, map[string]string{"REDIS_URL": rs.URL}, "--policy", "rd=1/6s", "--check-timeout", "300ms", "--fail-mode", tc.mode)
+			key := newKey()
+			u := app.URL + "/api/v1/check?policy=rd&key=" + key
+			// Warm up: the first checks start pools and loops that stay.
+			do(t, "POST", app.URL+"/api/v1/check?policy=rd&key=warm", "")
+			http.DefaultClient.CloseIdleConnections()
+			time.Sleep(200 * time.Millisecond)
+			baseline := goleak.IgnoreCurrent()
 
-	if r := do(t, "POST", u, ""); r.status != 200 {
-		t.Fatalf("a check with room: %d %s", r.status, r.raw)
+			if r := do(t, "POST", u, ""); r.status != 200 {
+				t.Fatalf("a check with room: %d %s", r.status, r.raw)
+			}
+			held := checkLater(context.Background(), http.DefaultClient, u+"&wait=30s")
+			waitFor(t, 5*time.Second, "the check held", func() bool {
+				return strings.Contains(metrics(t, app), "ratescope_waiters_held 1\n")
+			})
+			rs.Stop()
+			// The instance learns of it (readiness) before the slot, ~6 s on.
+			waitFor(t, 4*time.Second, "readiness to see Redis down", func() bool {
+				return strings.Contains(metrics(t, app), "ratescope_redis_up 0\n")
+			})
+			<-held.done
+			if held.err != nil || held.status != tc.status {
+				t.Fatalf("a check held while Redis went away: %d %v %v, want %d", held.status, held.body, held.err, tc.status)
+			}
+			switch tc.mode {
+			case "closed":
+				if held.body["status"] != float64(503) || held.body["waitedMs"] != nil {
+					t.Fatalf("failing closed at the slot: %v", held.body)
+				}
+			case "open":
+				if held.body["failOpen"] != true || held.body["allowed"] != true || held.body["waitedMs"] != nil {
+					t.Fatalf("failing open at the slot: %v", held.body)
+				}
+			}
+			rs.Restart()
+			deadline := time.Now().Add(10 * time.Second)
+			for do(t, "POST", app.URL+"/api/v1/check?policy=rd&key="+newKey(), "").status != 200 {
+				if time.Now().After(deadline) {
+					t.Fatal("checks did not recover")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			http.DefaultClient.CloseIdleConnections()
+			goleak.VerifyNone(t, baseline, goleak.IgnoreAnyFunction("github.com/ratescope/ratescope/internal/redistest.(*Process).launch.func1"))
+		})
 	}
-	held := checkLater(context.Background(), http.DefaultClient, u+"&wait=30s")
-	waitFor(t, 5*time.Second, "the check held", func() bool {
-		return strings.Contains(metrics(t, app), "ratescope_waiters_held 1\n")
-	})
-	rs.Stop()
-	<-held.done
-	if held.err != nil || held.status != 200 || held.body["waitedMs"] == nil {
-		t.Fatalf("a check held while Redis went away: %d %v %v, want 200 at its slot", held.status, held.body, held.err)
-	}
-	rs.Restart()
-	deadline := time.Now().Add(10 * time.Second)
-	for do(t, "POST", app.URL+"/api/v1/check?policy=rd&key="+newKey(), "").status != 200 {
-		if time.Now().After(deadline) {
-			t.Fatal("checks did not recover")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	http.DefaultClient.CloseIdleConnections()
-	goleak.VerifyNone(t, baseline, goleak.IgnoreAnyFunction("github.com/ratescope/ratescope/internal/redistest.(*Process).launch.func1"))
 }
 
 // callJSONReq is callJSON for a request of the caller's (with its context).
