@@ -1,0 +1,93 @@
+package e2e_test
+
+// What a newcomer's second hour with the page found: one wait per state,
+// "Last request" for checks sent from anywhere, a decisions box that shows
+// rows, rates too small for "/s" shown as counts, and the lab's axis on the
+// traffic it ran.
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// waitView is the page's waits as one frame shows them.
+type waitView struct {
+	RingMs  float64  `json:"ringMs"`  // the ring's data-remaining-ms
+	Wait    string   `json:"wait"`    // the boundary result's live wait
+	Figures []string `json:"figures"` // every other seconds figure on the page, with what stands before it
+}
+
+// waitsJS samples ten frames of the page: the ring, the boundary result's
+// wait, and every other visible "N s" figure with the words before it.
+const waitsJS = `new Promise((resolve) => {
+  const out = [];
+  const q = (id) => document.querySelector('[data-testid="' + id + '"]');
+  const frame = () => {
+    const wait = q('boundary-result').querySelector('[data-testid="wait-left"]');
+    const text = Array.from(document.querySelectorAll('.window-card, .actions-card, .log-card'), (c) => {
+      const copy = c.cloneNode(true);
+      for (const el of copy.querySelectorAll('.ring-value, [data-testid="wait-left"], .caption, [hidden], select')) el.remove();
+      return copy.innerText;
+    }).join('\n');
+    const figures = [];
+    for (const m of text.matchAll(/(\S+\s+)?\S*\d+(\.\d+)?\s?s\b/g)) figures.push(m[0]);
+    out.push({ ringMs: Number(q('ring').getAttribute('data-remaining-ms')), wait: wait ? wait.textContent : '', figures: figures });
+    if (out.length < 10) requestAnimationFrame(frame); else resolve(out);
+  };
+  requestAnimationFrame(frame);
+})`
+
+// labelled: a seconds figure that says what it is — a rule ("5 per 10s"),
+// the Retry-After header in whole seconds, a window, or an offset on the
+// timeline's axis ("−12 s").
+var labelled = regexp.MustCompile(`(^|\s)(per|Retry-After:|window)\s+\d|[−+]\d+(\.\d+)?\s?s$`)
+
+// TestOneWaitAtATime: after the boundary test the page shows one wait — the
+// exact one, in the ring and in the boundary result alike — and names any
+// other seconds figure for what it is (the header's whole seconds, a rule).
+func TestOneWaitAtATime(t *testing.T) {
+	e := start(t)
+	tb := openTab(t, browser(t), "tab")
+	tb.navigate(e.pageURL())
+	tb.waitFor("an empty window", func(s pageState) bool { return s.Count == "0 / 5" })
+	e.boundary(t, tb, 10)
+	s := tb.state()
+	if !strings.Contains(s.Boundary, "Retry-After: 10 (whole seconds, rounded up)") {
+		t.Errorf("boundary result %q does not label the Retry-After header as whole seconds", s.Boundary)
+	}
+	for i, v := range evaluate[[]waitView](tb, waitsJS, chromedp.EvalAwaitPromise) {
+		ms, ok := waitMs(v.Wait)
+		if !ok {
+			t.Fatalf("frame %d: the boundary result's wait reads %q, want \"retry in N.N s\" counting down", i, v.Wait)
+		}
+		if math.Abs(ms-v.RingMs) > 100 {
+			t.Errorf("frame %d: the boundary result waits %q but the ring %.0f ms: two waits", i, v.Wait, v.RingMs)
+		}
+		for _, f := range v.Figures {
+			if !labelled.MatchString(f) {
+				t.Errorf("frame %d: the seconds figure %q is shown without saying what it is", i, f)
+			}
+		}
+	}
+}
+
+var waitRE = regexp.MustCompile(`^retry in ([0-9]+\.[0-9]) s$`)
+
+// waitMs reads "retry in 9.8 s" as 9800.
+func waitMs(s string) (float64, bool) {
+	m := waitRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, false
+	}
+	var v float64
+	for _, c := range m[1] {
+		if c != '.' {
+			v = v*10 + float64(c-'0')
+		}
+	}
+	return v * 100, true
+}
