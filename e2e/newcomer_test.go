@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -90,4 +91,32 @@ func waitMs(s string) (float64, bool) {
 		}
 	}
 	return v * 100, true
+}
+
+// lastRequestJS reads "Last request" as the page shows it.
+const lastRequestJS = `document.getElementById('send-result').textContent.trim()`
+
+// TestLastRequestFollowsTheWindow: a check sent from outside the page (here
+// over HTTP from the test, as curl or another instance would) shows under
+// "Last request" within a second or so — an allowed one, then a denial.
+func TestLastRequestFollowsTheWindow(t *testing.T) {
+	e := start(t, "--policy", "demo=1/60s")
+	tb := openTab(t, browser(t), "tab")
+	tb.navigate(e.pageURL())
+	tb.waitFor("a live stream on an empty window", func(s pageState) bool { return s.Status == "live" && s.Count == "0 / 1" })
+	if v := evaluate[string](tb, lastRequestJS); v != "" {
+		t.Fatalf("before any check, Last request reads %q", v)
+	}
+	for _, want := range []string{"200 allowed · 1 / 1", "429 denied: retry in"} {
+		sendChecks(t, e.app.URL, "demo", e.key, 1)
+		// Decisions reach the page in milliseconds; the deadline only
+		// leaves room for a loaded machine.
+		deadline := time.Now().Add(3 * time.Second)
+		for v := evaluate[string](tb, lastRequestJS); !strings.HasPrefix(v, want); v = evaluate[string](tb, lastRequestJS) {
+			if time.Now().After(deadline) {
+				t.Fatalf("after a check from outside the page, Last request reads %q, want it to start %q", v, want)
+			}
+			time.Sleep(pollEvery)
+		}
+	}
 }

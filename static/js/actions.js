@@ -6,6 +6,7 @@ import { api, problemText, windowQuery } from './api.js';
 import { toast } from './toast.js';
 import { fmtSeconds, fmtInt, fmtDuration, shortId } from './format.js';
 import { waitSpan, retryAfterText } from './wait.js';
+import { answered, lastRequestFrom } from './last-request.js';
 
 // INFLIGHT is the algorithm of a policy of requests in flight: its window
 // holds leases, taken and given back, not checks.
@@ -13,7 +14,8 @@ export const INFLIGHT = 'inflight';
 
 // bindActions wires the buttons; win() returns the watched {key, policy,
 // limit, algorithm} (limit: the smallest of the policy's rules). On an
-// inflight policy "send" takes a lease instead of a check.
+// inflight policy "send" takes a lease instead of a check. It returns what a
+// decision on the window does to "Last request", whoever sent the check.
 export function bindActions(ui, win) {
   ui.send.addEventListener('click', () => {
     const w = win();
@@ -22,6 +24,7 @@ export function bindActions(ui, win) {
   });
   ui.boundary.addEventListener('click', () => onBoundaryTest(ui, win()));
   ui.reset.addEventListener('click', () => onReset(ui, win()));
+  return lastRequestFrom(ui.sendResult);
 }
 
 // clearActions forgets the results shown for another window.
@@ -60,6 +63,7 @@ async function onSend(ui, w) {
   }
   try {
     const { res, data } = await api('POST', '/api/v1/check', body);
+    answered(data);
     if (res.status === 200 && data) {
       const waited = typeof data.waitedMs === 'number' ? ' after waiting ' + fmtInt(data.waitedMs) + ' ms for its booked slot' : '';
       show(data.failOpen
