@@ -120,3 +120,34 @@ func TestLastRequestFollowsTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// logRowsView is how many of the decisions log's rows a viewport shows.
+type logRowsView struct {
+	Rows    int        `json:"rows"`    // rows in the list
+	Visible int        `json:"visible"` // rows wholly inside the box and the viewport
+	Box     [2]float64 `json:"box"`     // the box's top and bottom
+	Row     float64    `json:"row"`     // the first row's height
+}
+
+const logRowsJS = `(() => {
+  const log = document.querySelector('[data-testid="log"]');
+  const box = log.getBoundingClientRect();
+  const top = Math.max(box.top, 0), bottom = Math.min(box.bottom, window.innerHeight);
+  const rows = Array.from(log.querySelectorAll('[data-testid="log-entry"]'));
+  const visible = rows.filter((li) => { const r = li.getBoundingClientRect(); return r.height > 0 && r.top >= top - 0.5 && r.bottom <= bottom + 0.5; }).length;
+  return { rows: rows.length, visible: visible, box: [box.top, box.bottom], row: rows.length ? rows[0].getBoundingClientRect().height : 0 };
+})()`
+
+// TestDecisionsBoxShowsRows: on a 1280×1000 screen the decisions box, with
+// the page at its top, shows at least six whole rows of a busy log.
+func TestDecisionsBoxShowsRows(t *testing.T) {
+	e := start(t, "--policy", "demo=5/60s")
+	tb := openTab(t, browser(t), "tab")
+	tb.run("emulate a 1280×1000 viewport", chromedp.EmulateViewport(1280, 1000))
+	tb.navigate(e.pageURL())
+	tb.waitFor("an empty window", func(s pageState) bool { return s.Count == "0 / 5" })
+	e.boundary(t, tb, 60)
+	sendChecks(t, e.app.URL, "demo", e.key, 3)
+	// Polled: a row that just came in slides into place.
+	waitEval(tb, "six whole rows of nine in view in the decisions box", logRowsJS, func(v logRowsView) bool { return v.Rows >= 9 && v.Visible >= 6 })
+}
