@@ -151,3 +151,41 @@ func TestDecisionsBoxShowsRows(t *testing.T) {
 	// Polled: a row that just came in slides into place.
 	waitEval(tb, "six whole rows of nine in view in the decisions box", logRowsJS, func(v logRowsView) bool { return v.Rows >= 9 && v.Visible >= 6 })
 }
+
+// overviewFewJS reads the few policy's rates and the instance count.
+const overviewFewJS = `(() => {
+  const card = document.querySelector('[data-testid="overview-policy-few"]');
+  const v = (r) => { const el = card && card.querySelector('[data-rate="' + r + '"] .ov-rate-value'); return el ? el.textContent.trim() : ''; };
+  const head = document.querySelector('.topbar-meta .viewers');
+  return { allowed: v('allowed'), denied: v('denied'), instances: head ? head.textContent.replace(/\s+/g, ' ').trim() : '' };
+})()`
+
+type overviewFew struct {
+	Allowed   string `json:"allowed"`
+	Denied    string `json:"denied"`
+	Instances string `json:"instances"`
+}
+
+// TestOverviewCountsAFew: a handful of checks in the last minute reads as
+// counts ("3 in the last minute"), not "0.0/s" beside the sparkline's
+// spike, and one instance reads "1 instance".
+func TestOverviewCountsAFew(t *testing.T) {
+	e := start(t, "--policy", "few=1/1m")
+	sendChecks(t, e.app.URL, "few", "k", 4)
+	tb := openTab(t, browser(t), "overview")
+	tb.run("open the overview", chromedp.Navigate(e.app.URL+"/overview?policy=few"))
+	counted := regexp.MustCompile(`^[1-9][0-9]* in the last minute$`)
+	v := waitEval(tb, "the few policy's rates as counts", overviewFewJS, func(v overviewFew) bool {
+		return v.Allowed != "" && v.Denied != "" && v.Instances != ""
+	})
+	// Read once more after a live update has redrawn the page.
+	time.Sleep(1500 * time.Millisecond)
+	for _, v := range []overviewFew{v, evaluate[overviewFew](tb, overviewFewJS)} {
+		if v.Allowed != "1 in the last minute" || !counted.MatchString(v.Denied) {
+			t.Errorf("the few policy reads allowed %q, denied %q; want \"1 in the last minute\" and a count of denials, not a rate that rounds to 0", v.Allowed, v.Denied)
+		}
+		if v.Instances != "1 instance" {
+			t.Errorf("the overview's head reads %q, want \"1 instance\"", v.Instances)
+		}
+	}
+}
