@@ -189,3 +189,49 @@ func TestOverviewCountsAFew(t *testing.T) {
 		}
 	}
 }
+
+// labSpreadJS measures the fixed lane after a run: how much of its width
+// the marks spread over, and where its window edges are, as fractions of
+// the lane's width (0 its left end, 1 its right).
+const labSpreadJS = `(() => {
+  const lane = document.querySelector('[data-testid="lab-lane-fixed"]');
+  const box = lane.getBoundingClientRect();
+  const at = (el) => { const r = el.getBoundingClientRect(); return (r.left + r.width / 2 - box.left) / box.width; };
+  const marks = Array.from(lane.querySelectorAll('[data-testid="lab-mark"]'), at);
+  return { marks: marks.length, spread: marks.length ? Math.max(...marks) - Math.min(...marks) : 0,
+    edges: Array.from(lane.querySelectorAll('.lab-edge'), at) };
+})()`
+
+type labSpread struct {
+	Marks  int       `json:"marks"`
+	Spread float64   `json:"spread"`
+	Edges  []float64 `json:"edges"`
+}
+
+// TestLabAxisOnTheTraffic: after the boundary run the lab's axis is the
+// traffic's: its ten requests spread over much of the lane, not within a
+// few pixels of a 20 s axis, and the fixed window's edge they straddle is
+// drawn inside it.
+func TestLabAxisOnTheTraffic(t *testing.T) {
+	e := start(t)
+	tb := openTab(t, browser(t), "tab")
+	tb.run("emulate a 1280×800 viewport", chromedp.EmulateViewport(1280, 800))
+	tb.openLab(labURL(e.app.URL, e.key, 5, 10, "boundary"))
+	tb.run("choose boundary traffic", chromedp.SetValue(byTestID("lab-traffic"), "boundary"))
+	if s := tb.runLab(10, 45*time.Second); s.Maxes["fixed"] != "10" {
+		t.Fatalf("lab-max-fixed %q: the run did not straddle an edge", s.Maxes["fixed"])
+	}
+	v := evaluate[labSpread](tb, labSpreadJS)
+	if v.Marks != 10 || v.Spread < 0.3 {
+		t.Errorf("the ten boundary requests spread over %.1f %% of the lane (%d marks), want more than 30 %%", 100*v.Spread, v.Marks)
+	}
+	inside := 0
+	for _, x := range v.Edges {
+		if x > 0 && x < 1 {
+			inside++
+		}
+	}
+	if inside == 0 {
+		t.Errorf("no fixed-window edge inside the lane: edges at %v of its width", v.Edges)
+	}
+}
