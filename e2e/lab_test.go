@@ -240,7 +240,7 @@ func TestLabNeedsTheToken(t *testing.T) {
 
 // TestModuleLabModel: the lab's counts, its max in any sliding window (an
 // entry exactly one window older is out), disagreements with the log, the
-// axis of whole windows, and one mark per request id.
+// axis zoomed to the traffic, and one mark per request id.
 func TestModuleLabModel(t *testing.T) {
 	tb := moduleTab(t)
 	runModuleCase(t, tb, `
@@ -264,7 +264,7 @@ func TestModuleLabModel(t *testing.T) {
   eq('log', [s.log.allowed, s.log.denied, s.log.max, s.log.differs], [2, 2, 2, 0]);
   eq('fixed', [s.fixed.allowed, s.fixed.max, s.fixed.differs], [4, 4, 2]);
   eq('gcra', [s.gcra.allowed, s.gcra.max, s.gcra.differs], [3, 3, 1]);
-  eq('axis of whole windows', m.axis(), { start: 10000, end: 30000, windowMs: 10000 });
+  eq('axis on the traffic, 15 % each side', m.axis(), { start: 19862, end: 20188, windowMs: 10000 });
   const text = summary(m, s, 'boundary');
   if (!text.includes('fixed window let up to 4') || !text.includes('never allowed more than 2')) out.push('summary: ' + text);
   m.clear();

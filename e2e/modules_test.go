@@ -193,16 +193,16 @@ func TestModuleLogAndRate(t *testing.T) {
   const look = (li) => [li.className, li.querySelector('.badge').className, li.querySelector('.badge').textContent,
     li.querySelector('.log-what').textContent, li.getAttribute('data-cached'), li.getAttribute('data-would-deny')];
   eq('shadow', look(shadow),
-    ['log-entry is-would-deny is-new', 'badge badge-shadow', '200', 'would deny · shadow Retry-After 3.000 s', null, 'true']);
+    ['log-entry is-would-deny is-new', 'badge badge-shadow', '200', 'would deny · shadow retryAfterMs 3000', null, 'true']);
   eq('cached', look(cached),
-    ['log-entry is-denied is-cached is-new', 'badge badge-bad', '429', 'cached Retry-After 2.000 s', 'true', null]);
+    ['log-entry is-denied is-cached is-new', 'badge badge-bad', '429', 'cached retryAfterMs 2000', 'true', null]);
   log.decision({ allowed: true, shadow: true, wouldDeny: true, cached: true, count: 5, limit: 5, nowMs: 3, retryAfterMs: 1000 });
   log.decision({ allowed: true, shadow: true, count: 4, limit: 5, nowMs: 4, id: 'x' });
   log.renderedAt = -Infinity;
   log.render(100000);
   const [shadowAllowed, cachedShadow] = ol.children;
   eq('a cached would-deny', look(cachedShadow),
-    ['log-entry is-would-deny is-new', 'badge badge-shadow', '200', 'would deny · shadow cached Retry-After 1.000 s', 'true', 'true']);
+    ['log-entry is-would-deny is-new', 'badge badge-shadow', '200', 'would deny · shadow cached retryAfterMs 1000', 'true', 'true']);
   eq('an allowed shadow check', look(shadowAllowed),
     ['log-entry is-allowed is-new', 'badge badge-ok', '200', 'allowed', null, null]);
   eq('still 50', ol.children.length, 50);

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -51,13 +52,25 @@ func windowURL(key, policy string) string {
 	return "/?" + url.Values{"key": {key}, "policy": {policy}}.Encode()
 }
 
-// perSecond writes a rate: whole numbers with separators from 10 up, one
-// decimal below.
+// perSecond writes a rate over the last minute: whole numbers with
+// separators from 10 up, one decimal below, and below 0.1/s the count itself
+// ("3 in the last minute"): a handful of denials is no "0.0/s".
 func perSecond(r float64) string {
-	if r >= 10 {
+	switch {
+	case r >= 10:
 		return fmtCount(int64(r+0.5)) + "/s"
+	case r > 0 && r < 0.1:
+		return fmtCount(int64(math.Round(r*60))) + " in the last minute"
 	}
 	return strconv.FormatFloat(r, 'f', 1, 64) + "/s"
+}
+
+// plural names n things: "1 instance", "2 instances".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // fmtCount writes n with thousands separators: 12,345.

@@ -5,6 +5,8 @@
 import { api, problemText, windowQuery } from './api.js';
 import { toast } from './toast.js';
 import { fmtSeconds, fmtInt, fmtDuration, shortId } from './format.js';
+import { waitSpan, retryAfterText } from './wait.js';
+import { answered, lastRequestFrom } from './last-request.js';
 
 // INFLIGHT is the algorithm of a policy of requests in flight: its window
 // holds leases, taken and given back, not checks.
@@ -12,7 +14,8 @@ export const INFLIGHT = 'inflight';
 
 // bindActions wires the buttons; win() returns the watched {key, policy,
 // limit, algorithm} (limit: the smallest of the policy's rules). On an
-// inflight policy "send" takes a lease instead of a check.
+// inflight policy "send" takes a lease instead of a check. It returns what a
+// decision on the window does to "Last request", whoever sent the check.
 export function bindActions(ui, win) {
   ui.send.addEventListener('click', () => {
     const w = win();
@@ -21,6 +24,7 @@ export function bindActions(ui, win) {
   });
   ui.boundary.addEventListener('click', () => onBoundaryTest(ui, win()));
   ui.reset.addEventListener('click', () => onReset(ui, win()));
+  return lastRequestFrom(ui.sendResult);
 }
 
 // clearActions forgets the results shown for another window.
@@ -31,11 +35,19 @@ export function clearActions(ui) {
   ui.sendResult.className = '';
 }
 
+// shower writes "Last request": text, or an array of text and nodes.
 function shower(ui) {
   return (text, cls) => {
-    ui.sendResult.textContent = text;
+    ui.sendResult.replaceChildren(...[].concat(text));
     ui.sendResult.className = cls;
   };
+}
+
+// denialParts is a 429 as the page shows it: what happened, the exact wait
+// counting down (as the ring does), and the Retry-After header labelled.
+function denialParts(what, res, data) {
+  const d = data || {};
+  return [what + ': ', waitSpan(d.nowMs, d.retryAfterMs), ' · ' + retryAfterText(res.headers.get('Retry-After'))];
 }
 
 // onSend sends one check; with "wait up to" set, a check the window would
@@ -51,16 +63,15 @@ async function onSend(ui, w) {
   }
   try {
     const { res, data } = await api('POST', '/api/v1/check', body);
+    answered(data);
     if (res.status === 200 && data) {
       const waited = typeof data.waitedMs === 'number' ? ' after waiting ' + fmtInt(data.waitedMs) + ' ms for its booked slot' : '';
       show(data.failOpen
         ? '200 allowed (fail-open: Redis unreachable)'
         : '200 allowed' + waited + ' · ' + data.count + ' / ' + data.limit, 'is-allowed');
     } else if (res.status === 429) {
-      const ra = res.headers.get('Retry-After');
-      const exact = data && typeof data.retryAfterMs === 'number' ? ' (exactly ' + fmtSeconds(data.retryAfterMs) + ' s)' : '';
       const what = data && data.locked ? '429 locked out (level ' + data.lockLevel + ')' : '429 denied';
-      show(what + ' · Retry-After ' + ra + ' s' + exact, 'is-denied');
+      show(denialParts(what, res, data), 'is-denied');
     } else {
       show(problemText(res, data), 'is-error');
       toast('Request failed: ' + problemText(res, data));
@@ -84,7 +95,7 @@ async function onLease(ui, w) {
       show('200 (fail-open: Redis unreachable, no lease held)', 'is-allowed');
     } else if (res.status === 429) {
       const exact = data && typeof data.retryAfterMs === 'number' ? ' (the first lease ends in ' + fmtSeconds(data.retryAfterMs) + ' s)' : '';
-      show('429 every lease is held · Retry-After ' + res.headers.get('Retry-After') + ' s' + exact, 'is-denied');
+      show('429 every lease is held · ' + retryAfterText(res.headers.get('Retry-After')) + exact, 'is-denied');
     } else {
       show(problemText(res, data), 'is-error');
       toast('Lease failed: ' + problemText(res, data));
@@ -142,27 +153,28 @@ async function onBoundaryTest(ui, w) {
       return;
     }
     let ok = 0;
-    let text = '';
+    let passed = false;
+    let text = [];
     for (let i = 1; i <= limit + 1; i++) {
       const { res, data } = await api('POST', '/api/v1/check', { key: w.key, policy: w.policy });
       if (res.status === 200) {
         ok++;
         out.textContent = ok + ' × 200…';
-        if (i === limit + 1) text = ok + ' × 200, no 429 (expected 429 at request ' + (limit + 1) + ')';
+        if (i === limit + 1) text = [ok + ' × 200, no 429 (expected 429 at request ' + (limit + 1) + ')'];
         continue;
       }
       if (res.status === 429) {
-        const ra = res.headers.get('Retry-After');
-        text = i === limit + 1
-          ? limit + ' × 200, then 429 (Retry-After ' + ra + ' s)'
-          : ok + ' × 200, then 429 at request ' + i + ' (expected ' + limit + ' × 200)';
+        passed = i === limit + 1;
+        text = passed
+          ? denialParts(limit + ' × 200, then 429', res, data)
+          : [ok + ' × 200, then 429 at request ' + i + ' (expected ' + limit + ' × 200)'];
       } else {
-        text = ok + ' × 200, then ' + problemText(res, data) + ' at request ' + i;
+        text = [ok + ' × 200, then ' + problemText(res, data) + ' at request ' + i];
       }
       break;
     }
-    out.textContent = text;
-    out.className = text.indexOf(limit + ' × 200, then 429 (') === 0 ? 'is-allowed' : 'is-error';
+    out.replaceChildren(...text);
+    out.className = passed ? 'is-allowed' : 'is-error';
   } catch (e) {
     out.textContent = 'network error: ' + e.message;
     out.className = 'is-error';

@@ -10,6 +10,7 @@
 
 import { OUTCOME, decisionOutcome } from './messages.js';
 import { fmtUTC } from './format.js';
+import { renderWaits } from './wait.js';
 
 export class Blocked {
   // slot is where the lock element goes while a lock holds.
@@ -18,6 +19,8 @@ export class Blocked {
     this.denial = null; // {retryAt, total} after a 429 that leaves no room, in Redis ms
     this.lock = null; // {until, level, total} while the key is locked
     this.el = null; // the lock element, while shown
+    // The live waits of "Try it" (wait.js) count down what the ring does.
+    this.waits = document.querySelector('.results') || document;
   }
 
   // clear forgets both (another window is watched, or it was reset).
@@ -83,9 +86,10 @@ export class Blocked {
   }
 
   // render shows the lock element while the lock holds at t, and takes it
-  // away at its end.
+  // away at its end; the waits of "Try it" follow the ring.
   render(t) {
     this.show(this.locked(t) ? this.lock : null);
+    renderWaits(this.waits, t, this.ring(t));
   }
 
   show(lock) {

@@ -7,6 +7,8 @@ import { algorithm } from './algorithms.js';
 import { numberWord } from './format.js';
 
 export const MAX_MARKS = 1200; // requests kept per lab; older ones drop off the axis
+const AXIS_PAD = 0.15; // the axis's margin each side, of the requests' span
+const AXIS_MIN_PAD_MS = 20; // and at least this: one request has no span
 
 // maxInWindow is the most of the ascending times ms inside any sliding window
 // (t − windowMs, t]: what the rule is meant to bound.
@@ -102,16 +104,18 @@ export class LabModel {
     return out;
   }
 
-  // axis is the shared time axis: whole fixed windows around the requests,
-  // so the fixed window's edges fall on it.
+  // axis is the shared time axis, zoomed to the traffic: the span of the
+  // requests and a margin each side (AXIS_PAD of it, AXIS_MIN_PAD_MS at
+  // least). Ten boundary requests 50 ms either side of a fixed-window edge
+  // then spread over the lane instead of sitting on one point of 20 s; the
+  // edges that matter — those the traffic crossed — lie within the span.
   axis() {
     const w = this.windowMs || 1000;
     if (this.requests.length === 0) return null;
     const first = this.requests[0].nowMs;
     const last = this.requests[this.requests.length - 1].nowMs;
-    const start = Math.floor(first / w) * w;
-    const end = Math.max(start + w, Math.floor(last / w) * w + w);
-    return { start: start, end: end, windowMs: w };
+    const pad = Math.max(AXIS_MIN_PAD_MS, Math.round((last - first) * AXIS_PAD));
+    return { start: first - pad, end: last + pad, windowMs: w };
   }
 }
 

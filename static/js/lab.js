@@ -8,6 +8,7 @@ import { Stream, wsURL } from './stream.js';
 import { Clock } from './clock.js';
 import { statusOf, renderStatus } from './status.js';
 import { byId, byTestId, Writer } from './dom.js';
+import { fmtDuration } from './format.js';
 import { readFacts, keyPattern } from './facts.js';
 import { loadAlgorithms } from './algorithms.js';
 import { LabModel, summary } from './lab-model.js';
@@ -118,26 +119,38 @@ function x(axis, ms) {
   return ((ms - axis.start) / (axis.end - axis.start)) * 100;
 }
 
+// drawAxis marks the axis every round step (1, 2 or 5 × a power of ten ms,
+// six to ten of them), each labelled by its time after the first request.
 function drawAxis(axis) {
   const scale = byId('lab-axis');
   const frag = document.createDocumentFragment();
   if (axis) {
-    const step = axis.windowMs * Math.max(1, Math.ceil((axis.end - axis.start) / axis.windowMs / 8));
-    for (let t = axis.start; t <= axis.end; t += step) {
+    const step = niceStep((axis.end - axis.start) / 6);
+    const origin = model.requests[0].nowMs;
+    const from = origin + Math.ceil((axis.start - origin) / step) * step;
+    for (let t = from; t <= axis.end; t += step) {
       const tick = document.createElement('span');
-      tick.className = 'lab-tick' + (t === axis.start ? ' lab-tick-first' : t + step > axis.end ? ' lab-tick-last' : '');
+      tick.className = 'lab-tick' + (t === from && x(axis, t) < 3 ? ' lab-tick-first' : t + step > axis.end && x(axis, t) > 97 ? ' lab-tick-last' : '');
       tick.style.left = x(axis, t) + '%';
-      tick.textContent = '+' + (t - axis.start) / 1000 + ' s';
+      tick.textContent = (t < origin ? '−' : '+') + fmtDuration(Math.abs(t - origin));
       frag.appendChild(tick);
     }
   }
   scale.replaceChildren(frag);
 }
 
+// niceStep is the smallest of 1, 2, 5 × 10^k ms not under ms.
+function niceStep(ms) {
+  const p = Math.pow(10, Math.floor(Math.log10(Math.max(1, ms))));
+  for (const m of [1, 2, 5, 10]) if (m * p >= ms) return m * p;
+  return 10 * p;
+}
+
 function laneContent(alg, axis, s) {
   const frag = document.createDocumentFragment();
   if (!axis) return frag;
-  for (let t = axis.start + axis.windowMs; t < axis.end; t += axis.windowMs) {
+  // Every fixed-window edge on the axis (they are multiples of the window).
+  for (let t = (Math.floor(axis.start / axis.windowMs) + 1) * axis.windowMs; t < axis.end; t += axis.windowMs) {
     const edge = document.createElement('i');
     edge.className = 'lab-edge';
     edge.style.left = x(axis, t) + '%';

@@ -4,7 +4,7 @@
 
 import { OUTCOME, decisionOutcome, recordsEntry } from './messages.js';
 import { span } from './dom.js';
-import { fmtTime, fmtSeconds, fmtInt, shortId } from './format.js';
+import { fmtTime, fmtInt, shortId } from './format.js';
 import { adjustText } from './adjust.js';
 
 export const LOG_MAX = 50;
@@ -168,7 +168,7 @@ const WHAT = {
 
 const MARK_TITLE = {
   cached: 'answered by the instance\'s local deny cache, without a Redis round trip',
-  'would deny · shadow': 'shadow policy: allowed, but enforced it would have been a 429 with this Retry-After',
+  'would deny · shadow': 'shadow policy: allowed, but enforced it would have been a 429 with this wait',
   locked: 'this key is locked out: every check is denied until the lock ends, whatever room the window has',
   booked: 'the window was full, but this check could wait: it booked the first moment room frees (its entry is scored then), and the server held its answer until that moment',
 };
@@ -193,7 +193,10 @@ function decisionRow(m, refund) {
     tag.title = MARK_TITLE[mark];
     whatEl.append(tag, ' ');
   }
-  whatEl.append(outcome === OUTCOME.ALLOWED ? 'allowed' : 'Retry-After ' + fmtSeconds(m.retryAfterMs) + ' s');
+  // A denial's row keeps the exact wait it was answered with, named as the
+  // field it is: the live wait is the ring's (and the Retry-After header its
+  // whole seconds, rounded up).
+  whatEl.append(outcome === OUTCOME.ALLOWED ? 'allowed' : 'retryAfterMs ' + Math.round(Number(m.retryAfterMs) || 0));
   // A booked check's wait is known when it books: its slot less the moment
   // it asked, which the server holds its answer for.
   if (waited) {

@@ -126,7 +126,7 @@ async function init() {
     wait: byTestId('wait'),
     waitField: byId('wait-field'),
   };
-  bindActions(actions, win);
+  const lastRequest = bindActions(actions, win); // follows every check on the window
   log.onRefund = refundFrom(win);
   leases.onRelease = releaseFrom(win);
 
@@ -171,6 +171,7 @@ async function init() {
       rate.decision(m);
       state.reported = { count: num(m.count), limit: num(m.limit) };
       blocked.decision(m);
+      lastRequest(m);
     },
     [MSG.ADJUSTMENT]: (m) => {
       if (!forThisWindow(m)) return;

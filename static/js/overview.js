@@ -37,8 +37,10 @@ function showStatus() {
   renderStatus(byId('overview-status'), writer, statusOf(stream.connected, redisUp ? 'up' : 'down', 0));
 }
 
-// perSecond writes a rate as the server renders it: one decimal below 10.
+// perSecond writes a rate over the last minute as the server renders it:
+// one decimal below 10, and below 0.1/s the count ("3 in the last minute").
 function perSecond(r) {
+  if (r > 0 && r < 0.1) return fmtInt(r * 60) + ' in the last minute';
   return (r >= 10 ? fmtInt(r) : (Math.round(r * 10) / 10).toFixed(1)) + '/s';
 }
 
@@ -47,6 +49,7 @@ function draw() {
   const m = latest;
   if (!m) return;
   writer.text(byId('overview-instances'), String(m.instances));
+  writer.text(byId('overview-instances-label'), m.instances === 1 ? 'instance' : 'instances');
   for (const p of m.policies || []) {
     const card = byTestId('overview-policy-' + p.name);
     if (!card) continue; // a policy added by a reload: shown on the next load

@@ -1,6 +1,8 @@
 // The countdown ring: time until the oldest entry slides out or, after a
 // 429, the Retry-After counting down to zero — or a lock, to its end.
 
+import { fmtWait } from './wait.js';
+
 const RING_R = 52; // the SVG circle's radius
 const RING_C = 2 * Math.PI * RING_R;
 
@@ -26,7 +28,7 @@ export class Ring {
       remaining = denial.retryAt - t;
       total = Math.max(denial.total, 1);
       mode = denial.locked ? 'is-blocked is-locked' : 'is-blocked';
-      label = denial.locked ? 'locked' : 'Retry-After';
+      label = denial.locked ? 'locked' : 'until allowed';
     } else if (oldest !== null) {
       remaining = Math.max(0, oldest + windowMs - t);
       mode = 'is-counting';
@@ -34,7 +36,7 @@ export class Ring {
     }
     const ms = Math.max(0, Math.round(remaining));
     this.w.attr(this.ui.ring, 'data-remaining-ms', String(ms));
-    const secs = (Math.ceil(ms / 100) / 10).toFixed(1);
+    const secs = fmtWait(ms).slice(0, -2); // as the waits of "Try it" read
     this.w.text(this.ui.value, secs + ' s');
     this.w.cls(this.ui.value, 'ring-value' + (secs.length > 7 ? ' is-longer' : secs.length > 5 ? ' is-long' : ''));
     this.w.text(this.ui.label, label);
