@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
-	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -72,26 +68,11 @@ func leaseVariants(check, lease limiter.Policy) []leaseVariant {
 
 func measureLeases(ctx context.Context, e *env) error {
 	o := e.o
-	url, redisNote := e.redisURL, fmt.Sprintf("the Redis given with --redis-url (%s): its figures include whatever else it served meanwhile", e.redisURL)
-	if o.redisURL == "" {
-		dir := filepath.Join(e.dir, "redis-leases")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("failed to create a folder for redis-server: %w", err)
-		}
-		rs, err := redistest.Launch(ctx, dir)
-		if err != nil {
-			return err
-		}
-		defer rs.Stop()
-		url, redisNote = rs.URL, fmt.Sprintf("a redis-server of this phase's own, started empty (%s)", rs.Version())
-	}
-	opt, err := redis.ParseURL(url)
+	rdb, redisNote, done, err := e.phaseRedis(ctx, "leases", max(o.conns, 10))
 	if err != nil {
-		return fmt.Errorf("failed to parse the Redis URL: %w", err)
+		return err
 	}
-	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, max(o.conns, 10)
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	defer done()
 	lim := limiter.New(rdb)
 	check, err := limiter.ParsePolicy(leaseCheckPolicy)
 	if err != nil {

@@ -80,6 +80,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -298,6 +299,33 @@ func (e *env) redisClient(pool int) (*redis.Client, error) {
 	}
 	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, pool
 	return redis.NewClient(opt), nil
+}
+
+// phaseRedis is the Redis a phase measures on and a client of it (pool
+// connections): a redis-server of the phase's own, started empty in a folder
+// named for it, unless --redis-url gave one; note says which, for the report.
+// done stops what it started.
+func (e *env) phaseRedis(ctx context.Context, name string, pool int) (rdb *redis.Client, note string, done func(), err error) {
+	url, note := e.redisURL, fmt.Sprintf("the Redis given with --redis-url (%s): its figures include whatever else it served meanwhile", e.redisURL)
+	stop := func() {}
+	if e.o.redisURL == "" {
+		dir := filepath.Join(e.dir, "redis-"+name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, "", nil, fmt.Errorf("failed to create a folder for redis-server: %w", err)
+		}
+		rs, err := redistest.Launch(ctx, dir)
+		if err != nil {
+			return nil, "", nil, err
+		}
+		url, note, stop = rs.URL, fmt.Sprintf("a redis-server of this phase's own, started empty (%s)", rs.Version()), rs.Stop
+	}
+	sub := &env{o: e.o, redisURL: url}
+	rdb, err = sub.redisClient(pool)
+	if err != nil {
+		stop()
+		return nil, "", nil, err
+	}
+	return rdb, note, func() { rdb.Close(); stop() }, nil
 }
 
 // progress tells the operator what is going on; the report goes to stdout.

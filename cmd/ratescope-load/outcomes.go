@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ratescope/ratescope/internal/redistest"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -118,28 +115,11 @@ type outcomeRun struct {
 
 func measureOutcomes(ctx context.Context, e *env) error {
 	o := e.o
-	url, redisNote := e.redisURL, fmt.Sprintf("the Redis given with --redis-url (%s): its figures include whatever else it served meanwhile", e.redisURL)
-	if o.redisURL == "" {
-		dir := filepath.Join(e.dir, "redis-outcomes")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("failed to create a folder for redis-server: %w", err)
-		}
-		rs, err := redistest.Launch(ctx, dir)
-		if err != nil {
-			return err
-		}
-		defer rs.Stop()
-		url, redisNote = rs.URL, fmt.Sprintf("a redis-server of this phase's own, started empty (%s)", rs.Version())
-	}
-	opt, err := redis.ParseURL(url)
+	rdb, redisNote, done, err := e.phaseRedis(ctx, "outcomes", max(o.conns, 10))
 	if err != nil {
-		return fmt.Errorf("failed to parse the Redis URL: %w", err)
+		return err
 	}
-	// As the server configures its client, with a pool big enough that no
-	// caller waits for a connection.
-	opt.ContextTimeoutEnabled, opt.MaxRetries, opt.PoolSize = true, -1, max(o.conns, 10)
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	defer done()
 	r := &outcomeRun{o: o, rdb: rdb, lim: limiter.New(rdb), variants: outcomeVariants()}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
