@@ -65,16 +65,16 @@ func (l *Limiter) Recall(ctx context.Context, key string, p Policy, id string) (
 	if len(res) < 2 || res[1] < 0 {
 		return Recalled{}, ErrNoEntry
 	}
-	if len(res) != 4+2*(len(args)-1) {
+	if len(res) != 5+2*(len(args)-1) {
 		return Recalled{}, fmt.Errorf("failed to read the recall script's reply: %d values", len(res))
 	}
-	at, own, ties := res[1], int(res[2]), res[3]
+	at, own, ties, first := res[1], int(res[2]), res[3], res[4]
 	rc := Recalled{NowMs: res[0]}
 	d := Decision{
 		Allowed: true, Key: key, Policy: p.Name, Algorithm: Log, Cost: own, NowMs: at, ID: id,
 		Rules: make([]RuleState, 0, len(p.Rules)),
 	}
-	v := res[4:]
+	v := res[5:]
 	for _, r := range p.Rules {
 		if r.Period != "" {
 			rc.Gaps = append(rc.Gaps, fmt.Sprintf("the %s quota (%d a %s) keeps one counter per period, no history: its count at the check is not known", r.Period, r.Limit, r.Period))
@@ -90,9 +90,13 @@ func (l *Limiter) Recall(ctx context.Context, key string, p Policy, id string) (
 			Limit: r.Limit, WindowMs: w, Count: count, Remaining: max(0, r.Limit-count),
 			OldestMs: oldest, ResetMs: max(0, oldest+w-at),
 		})
-		// The log keeps (now − longest, +∞); anything older may be gone.
-		if cut := rc.NowMs - longest; at-w < cut {
-			rc.Gaps = append(rc.Gaps, fmt.Sprintf("the %d ms window began at %d, before %d: entries of it older than that may have been evicted since, so its count is a lower bound", w, at-w, cut))
+		// A check evicts entries scored ≤ its now − longest, the oldest
+		// first: whatever was evicted since is scored ≤ now − longest and
+		// ≤ first, the oldest entry left. The window lost nothing when no
+		// such score lies inside it.
+		if lost := min(rc.NowMs-longest, first); lost > at-w {
+			rc.Gaps = append(rc.Gaps, fmt.Sprintf("entries of the %d ms window scored in (%d, %d] may have been evicted since (the log keeps the last %d ms, and its oldest entry left is at %d): its count %d is a lower bound",
+				w, at-w, lost, longest, first, count))
 		}
 	}
 	switch {

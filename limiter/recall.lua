@@ -7,13 +7,15 @@
 -- ARGV[1]  the check's id: its entries are id, id:1 … id:n-1, all at one score
 -- ARGV[2…] the windows, in ms
 --
--- Returns {nowMs, at, own, ties, then per window: count, oldestMs}, or
+-- Returns {nowMs, at, own, ties, first, then per window: count, oldestMs}, or
 -- {nowMs, -1} when the id has no entry left.
 --   at        the entry's score: the check's now (or its booked slot)
 --   own       the check's entries at that score (its cost, less any refunded)
 --   ties      other checks' entries at the same millisecond: the log keeps no
 --             order among them, so each window counts them as before it;
 --             -1 when there were more than the read bound
+--   first     the oldest score the log still holds: an entry evicted since
+--             was older (eviction takes the oldest first)
 --   count     entries inside (at - window, at) and the ties: before the check
 --   oldestMs  the oldest of those, -1 when none
 local key, id = KEYS[1], ARGV[1]
@@ -34,7 +36,8 @@ for _, m in ipairs(same) do
 end
 if #same >= bound then ties = -1 end
 
-local out = {now, at, own, ties}
+local first = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2])
+local out = {now, at, own, ties, first}
 for i = 2, #ARGV do
   local from = '(' .. string.format('%.0f', at - tonumber(ARGV[i]))
   local count = redis.call('ZCOUNT', key, from, '(' .. atArg) + math.max(ties, 0)

@@ -138,8 +138,16 @@ func Explain(d limiter.Decision, p limiter.Policy) Explanation {
 // Lean explains d with its numbers alone — no sentences, no steps: what
 // the live stream carries on each decision, so a page can explain any of
 // them without asking.
+// Lean leaves out what a reader derives: the arithmetic (the sum of its
+// numbers) and AtMs unless a booking moved it from NowMs.
 func Lean(d limiter.Decision) *Explanation {
 	e := explainNumbers(d)
+	if e.AtMs == e.NowMs {
+		e.AtMs = 0
+	}
+	for i := range e.Rules {
+		e.Rules[i].Arithmetic = ""
+	}
 	return &e
 }
 
