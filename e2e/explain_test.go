@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -259,4 +260,31 @@ func TestExplainBookedWait(t *testing.T) {
 		t.Fatalf("steps %v", v.Steps)
 	}
 	closeWith(t, tb, false)
+}
+
+// TestLabExplainsBoundary: after a boundary run (limit 5, window 10 s) the
+// lab says in one sentence per algorithm what it let through, with the
+// run's numbers: the fixed window 5 before the edge and 5 after, twice the
+// limit; the log 5, never more than the limit in any window.
+func TestLabExplainsBoundary(t *testing.T) {
+	e := start(t)
+	tb := openTab(t, browser(t), "tab")
+	tb.openLab(labURL(e.app.URL, e.key, 5, 10, "boundary"))
+	tb.run("choose boundary traffic", chromedp.SetValue(byTestID("lab-traffic"), "boundary"))
+	s := tb.runLab(10, 45*time.Second)
+	if !strings.HasPrefix(s.Progress, "done") || strings.Contains(s.Progress, "busy") {
+		t.Fatalf("progress %q: the run missed its edge every time", s.Progress)
+	}
+	got := evaluate[map[string]string](tb, `Object.fromEntries(Array.from(document.querySelectorAll('[data-testid="lab-explain"] li'), (li) => [li.dataset.algorithm, li.textContent]))`)
+	if len(got) != len(labAlgorithms) {
+		t.Fatalf("sentences %v, want one per algorithm", got)
+	}
+	edge := regexp.MustCompile(`edge at \d\d:\d\d:\d0\.000 UTC`)
+	fixed := regexp.MustCompile(`^fixed window: 10 allowed — 5 just before the edge at \d\d:\d\d:\d0\.000 UTC, 5 just after: twice the limit \(10 of 5\) in \d+\.\d{3} s\.$`)
+	if !fixed.MatchString(got["fixed"]) {
+		t.Errorf("fixed: %q", got["fixed"])
+	}
+	if !strings.Contains(got["log"], ": 5 allowed — 5 just before the edge") || !strings.HasSuffix(got["log"], "0 just after: never more than 5 of 5 in any 10 s window.") || !edge.MatchString(got["log"]) {
+		t.Errorf("log: %q", got["log"])
+	}
 }
