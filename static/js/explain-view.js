@@ -17,7 +17,7 @@ const what = new WeakMap(); // row → its decision message, or {earlier: {id, m
 export function explainable(li, m) {
   what.set(li, m);
   li.tabIndex = 0;
-  li.classList.add('is-explainable');
+  li.dataset.explainable = 'true';
   li.title = 'Why this answer? Click, or press Enter';
 }
 
