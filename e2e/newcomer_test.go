@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// waitView is the page's waits as one frame shows them.
-type waitView struct {
+// waitsFrame is the page's waits as one frame shows them.
+type waitsFrame struct {
 	RingMs  float64  `json:"ringMs"`  // the ring's data-remaining-ms
 	Wait    string   `json:"wait"`    // the boundary result's live wait
 	Figures []string `json:"figures"` // every other seconds figure on the page, with what stands before it
@@ -60,7 +60,7 @@ func TestOneWaitAtATime(t *testing.T) {
 	if !strings.Contains(s.Boundary, "Retry-After: 10 (whole seconds, rounded up)") {
 		t.Errorf("boundary result %q does not label the Retry-After header as whole seconds", s.Boundary)
 	}
-	for i, v := range evaluate[[]waitView](tb, waitsJS, chromedp.EvalAwaitPromise) {
+	for i, v := range evaluate[[]waitsFrame](tb, waitsJS, chromedp.EvalAwaitPromise) {
 		ms, ok := waitMs(v.Wait)
 		if !ok {
 			t.Fatalf("frame %d: the boundary result's wait reads %q, want \"retry in N.N s\" counting down", i, v.Wait)

@@ -72,7 +72,7 @@ local cost = tonumber(ARGV[1])
 local member = ARGV[2]
 local maxEvict = tonumber(ARGV[3])
 
--- step [TIME] now, from Redis's own clock, so every app instance agrees
+-- step now [TIME] now, from Redis's own clock, so every app instance agrees
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -86,7 +86,7 @@ for i = 1, nrules do
 end
 local cutoff = now - longest
 
--- step [ZRANGE ZCARD] read the oldest entry and count the log
+-- step read [ZRANGE ZCARD] read the oldest entry and count the log
 -- The oldest entry says whether anything expired: when it is inside the
 -- longest window nothing did, and no eviction call is needed. (Reading more
 -- of the oldest entries, to evict a few without another call, measured no
@@ -98,7 +98,7 @@ if nrules > 0 then oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSC
 local total, stale = 0, 0 -- stale: expired entries left beyond maxEvict
 if oldest then
   total = redis.call('ZCARD', key)
-  -- step [ZREMRANGEBYSCORE ZCOUNT ZREMRANGEBYRANK] the oldest is out of the longest window: evict entries with score ≤ now − window, at most 1,000 a call
+  -- step evict [ZREMRANGEBYSCORE ZCOUNT ZREMRANGEBYRANK] the oldest is out of the longest window: evict entries with score ≤ now − window, at most 1,000 a call
   if oldest <= cutoff then
     oldest = nil -- evicted; read again if needed
     if total <= maxEvict then
@@ -121,7 +121,7 @@ local function scoreAt(r)
   return score
 end
 
--- step [ZCOUNT ZRANGE] per rule: count its window (now − window, +∞) — the whole log when the oldest is inside it — and, when count + cost > limit, read by rank the entry that must slide out: retry = its score + window − now
+-- step rules [ZCOUNT ZRANGE] per rule: count its window (now − window, +∞) — the whole log when the oldest is inside it — and, when count + cost > limit, read by rank the entry that must slide out: retry = its score + window − now
 local allowed = 1
 local out = {0, now}
 local retryMax = 0 -- the largest retry of a violated rule
@@ -159,11 +159,11 @@ for i = 1, nrules do
   out[#out + 1] = retry1
 end
 
--- step [GET] per calendar quota: its counter for the period holding now
+-- step quotas [GET] per calendar quota: its counter for the period holding now
 local quotasFit = 1
 if nquotas > 0 then quotasFit = quotaAssess(now, cost) end
 
--- step [] may it wait? a denied request books now + retry, when that is within its wait
+-- step wait [] may it wait? a denied request books now + retry, when that is within its wait
 -- slot: the score a request the rules deny books, or nil (see the top).
 local slot = nil
 if allowed == 0 and quotasFit == 1 and wait and retryMax <= wait and member ~= '' then
@@ -174,7 +174,7 @@ if allowed == 0 and quotasFit == 1 and wait and retryMax <= wait and member ~= '
 end
 if quotasFit == 0 then allowed = 0 end
 
--- step [HMGET HSET PEXPIRE] a lockout in force denies; a denial of a locking policy locks the key
+-- step lock [HMGET HSET PEXPIRE] a lockout in force denies; a denial of a locking policy locks the key
 local lockState, lockLevel, lockUntil
 local decided = allowed
 if slot then decided = 1 end -- a booking is no denial: it never locks
@@ -195,7 +195,7 @@ local function expireAfter(ms, arg)
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, arg) end
 end
 
--- step [ZCOUNT ZRANGE] a booking: each rule's window at the booked moment
+-- step booking [ZCOUNT ZRANGE] a booking: each rule's window at the booked moment
 if slot then
   -- Each rule's window at the slot, before this request: what the caller
   -- answers with when the slot comes. Read before the ZADD, so ranks hold.
@@ -209,7 +209,7 @@ if slot then
   end
 end
 
--- step [INCRBY PEXPIREAT ZADD PEXPIRE PTTL] only when allowed: count each quota, ZADD the entries at now (or the booked moment), keep the key for the longest window
+-- step record [INCRBY PEXPIREAT ZADD PEXPIRE PTTL] only when allowed: count each quota, ZADD the entries at now (or the booked moment), keep the key for the longest window
 if allowed == 1 and member ~= '' and nquotas > 0 then quotaConsume(cost) end
 -- A policy of quotas alone keeps no log.
 if allowed == 1 and member ~= '' and nrules > 0 then
@@ -235,7 +235,7 @@ if allowed == 1 and member ~= '' and nrules > 0 then
     expireAfter(longest, longestArg)
   end
 end
--- step [] denied? nothing was recorded; the answer carries each rule's count, oldest entry and retry
+-- step answer [] denied? nothing was recorded; the answer carries each rule's count, oldest entry and retry
 out[1] = allowed
 quotaReport(out)
 if lockKey then

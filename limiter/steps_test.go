@@ -76,7 +76,7 @@ func stepsAgainstScript(src string) []string {
 	for line := range strings.SplitSeq(main, "\n") {
 		if m := stepLine.FindStringSubmatch(line); m != nil {
 			settle()
-			step = &Step{Commands: strings.Fields(m[1]), Text: m[2]}
+			step = &Step{Name: m[1], Commands: strings.Fields(m[2]), Text: m[3]}
 			continue
 		}
 		region.WriteString(line + "\n")
@@ -95,7 +95,7 @@ func TestStepsAreTheScript(t *testing.T) {
 		t.Fatalf("the log describes %d steps", len(d.Steps))
 	}
 	if got := parseSteps(lockSrc + quotaSrc + checkSrc); !slices.EqualFunc(got, d.Steps, func(a, b Step) bool {
-		return a.Text == b.Text && slices.Equal(a.Commands, b.Commands)
+		return a.Name == b.Name && a.Text == b.Text && slices.Equal(a.Commands, b.Commands)
 	}) {
 		t.Fatalf("the log's steps are not its script's:\n%v\n%v", d.Steps, got)
 	}
@@ -109,14 +109,14 @@ func TestStepsAreTheScript(t *testing.T) {
 // part does not call.
 func TestStepsCheckFindsChanges(t *testing.T) {
 	src := lockSrc + quotaSrc + checkSrc
-	timeStep := "-- step [TIME] "
+	timeStep := "-- step now [TIME] "
 	if !strings.Contains(src, timeStep) {
 		t.Fatal("no TIME step")
 	}
 	for what, changed := range map[string]string{
 		"a call added":                 strings.Replace(src, "local now = ", "redis.call('ZPOPMIN', key)\nlocal now = ", 1),
-		"a step removed":               strings.Replace(src, "-- step [GET] ", "-- ", 1),
-		"a command named, not called":  strings.Replace(src, timeStep, "-- step [TIME DEL] ", 1),
+		"a step removed":               strings.Replace(src, "-- step quotas [GET] ", "-- ", 1),
+		"a command named, not called":  strings.Replace(src, timeStep, "-- step now [TIME DEL] ", 1),
 		"a call before the first step": strings.Replace(src, "local lockDay", "redis.call('PING')\nlocal lockDay", 1),
 	} {
 		if changed == src {

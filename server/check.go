@@ -20,7 +20,13 @@ type failOpenJSON struct {
 	FailOpen bool   `json:"failOpen"`
 	Key      string `json:"key"`
 	Policy   string `json:"policy"`
+	// Explain is there when asked (explain=1): no decision was made.
+	Explain *httplimit.Explanation `json:"explain,omitempty"`
 }
+
+// fieldExplain asks a check to say why (explain=1): its answer, 200 or
+// 429, carries the decision's explanation (httplimit.Explain).
+var fieldExplain = field{name: "explain", integer: true}
 
 // checkAPI is what POST /api/v1/check uses.
 type checkAPI struct {
@@ -42,7 +48,7 @@ type checkAPI struct {
 func handleCheck(a checkAPI) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		set := a.store.load()
-		p, err := readParams(c, fieldKey, fieldPolicy, fieldCost, fieldWait)
+		p, err := readParams(c, fieldKey, fieldPolicy, fieldCost, fieldWait, fieldExplain)
 		if err != nil {
 			return err
 		}
@@ -59,6 +65,7 @@ func handleCheck(a checkAPI) echo.HandlerFunc {
 			cost = p.integer("cost", 1, 1, rules.MaxCost())
 		}
 		wait := p.duration("wait", limiter.MaxWait)
+		explain := p.integer("explain", 0, 0, 1) == 1
 		if err := p.problem(); err != nil {
 			return err
 		}
@@ -71,7 +78,7 @@ func handleCheck(a checkAPI) echo.HandlerFunc {
 		if err := a.auth.authorize(c, pol.Name, false); err != nil {
 			return err
 		}
-		t := httplimit.Target{Key: key, Policy: rules, Cost: cost, Wait: wait}
+		t := httplimit.Target{Key: key, Policy: rules, Cost: cost, Wait: wait, Explain: explain}
 		// A place to be held is reserved before the check is sent: a
 		// booking is never made that this instance could not hold. Without
 		// one the check cannot wait.
@@ -92,21 +99,31 @@ func handleCheck(a checkAPI) echo.HandlerFunc {
 		case !res.Pass:
 			return nil // answered: denied, failed closed
 		case res.Err != nil:
-			return c.JSON(http.StatusOK, failOpenJSON{Allowed: true, FailOpen: true, Key: key, Policy: pol.Name})
+			body := failOpenJSON{Allowed: true, FailOpen: true, Key: key, Policy: pol.Name}
+			if explain {
+				e := httplimit.ExplainFailOpen()
+				body.Explain = &e
+			}
+			return c.JSON(http.StatusOK, body)
 		case booked:
 			defer a.waiters.give()
-			return a.hold(c, res)
+			return a.hold(c, res, explain)
 		}
-		return c.JSONBlob(http.StatusOK, httplimit.NewDecisionBody(d).AppendJSON(make([]byte, 0, 512)))
+		body := httplimit.NewDecisionBody(d)
+		if explain {
+			e := httplimit.Explain(d, res.Policy.Policy)
+			body.Explain = &e
+		}
+		return c.JSONBlob(http.StatusOK, body.AppendJSON(make([]byte, 0, 512)))
 	}
 }
 
 // hold holds a booked check until its slot, then answers it allowed with
-// waitedMs. When the client goes away first, or the server shuts down, the
+// waitedMs (and, when asked, the explanation). When the client goes away first, or the server shuts down, the
 // booking is refunded — room for a new request; the checks held behind it
 // keep the later slots they booked — and viewers see the refund. A refund
 // Redis cannot take (Redis down) leaves the entries to slide out.
-func (a checkAPI) hold(c echo.Context, res httplimit.Result) error {
+func (a checkAPI) hold(c echo.Context, res httplimit.Result, explain bool) error {
 	ctx := c.Request().Context()
 	// The server's read timeout counts from the request's start: past it,
 	// the connection's read — which notices a client going away — would
@@ -122,6 +139,10 @@ func (a checkAPI) hold(c echo.Context, res httplimit.Result) error {
 		a.waiters.served.Inc()
 		body := httplimit.NewDecisionBody(res.Decision)
 		body.WaitedMs = max(1, waited.Milliseconds())
+		if explain {
+			e := httplimit.Explain(res.Decision, res.Policy.Policy)
+			body.Explain = &e
+		}
 		return c.JSONBlob(http.StatusOK, body.AppendJSON(make([]byte, 0, 512)))
 	}
 	a.waiters.abandoned.Inc()

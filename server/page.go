@@ -111,7 +111,7 @@ var pageFacts = func() views.Facts {
 			Name: string(d.Name), Title: d.Title, Caption: d.Caption, Tradeoff: d.Tradeoff, Entries: d.Entries,
 		}
 		for _, s := range d.Steps {
-			a.Steps = append(a.Steps, views.Step{Commands: s.Commands, Text: s.Text})
+			a.Steps = append(a.Steps, views.Step{Name: s.Name, Commands: s.Commands, Text: s.Text})
 		}
 		f.Algorithms = append(f.Algorithms, a)
 	}

@@ -36,6 +36,7 @@ func routes(e *echo.Echo, p *parts) {
 	api.POST("/leases/:leaseId/renew", handleRenew(leases))
 	api.DELETE("/leases/:leaseId", handleRelease(leases))
 	api.GET("/window", handleWindow(windows))
+	api.GET("/explain", handleExplain(windows))
 	api.DELETE("/window", handleReset(windows, p.live, p.log))
 	api.GET("/usage", handleUsage(windows, p.tenants))
 	api.GET("/policies", handlePolicies(p.store))

@@ -73,8 +73,9 @@ type Algorithm struct {
 }
 
 // Step is one step of a decision's script: the Redis commands it may call
-// and what it does.
+// and what it does; Name is its handle in an explanation's steps.
 type Step struct {
+	Name     string   `json:"name"`
 	Commands []string `json:"commands"`
 	Text     string   `json:"text"`
 }

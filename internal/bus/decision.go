@@ -13,11 +13,15 @@ import (
 // check's answer, allowed says whether the request passed: a shadow policy's
 // would-deny is allowed, marked wouldDeny, with the would-be retry. A
 // locked-out key's denial adds when the lock ends (lockUntilMs), which the
-// page counts down.
+// page counts down. Every decision carries its explanation's numbers
+// (httplimit.Lean, member explain), so a viewer can say why any of them
+// came out as it did.
 func DecisionMessage(d limiter.Decision, instance string) []byte {
 	dst := make([]byte, 0, 384)
 	dst = append(dst, `{"type":"`+TypeDecision+`",`...)
-	dst = httplimit.NewDecisionBody(d).AppendMembers(dst)
+	b := httplimit.NewDecisionBody(d)
+	b.Explain = httplimit.Lean(d) // the page explains any decision from it
+	dst = b.AppendMembers(dst)
 	if d.Locked {
 		dst = append(dst, `,"lockUntilMs":`...)
 		dst = strconv.AppendInt(dst, d.LockUntilMs, 10)

@@ -3,6 +3,7 @@ package bus_test
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/ratescope/ratescope/internal/bus"
@@ -74,13 +75,19 @@ func TestDecisionMessage(t *testing.T) {
 		d    limiter.Decision
 		want string
 	}{
-		{"allowed", d, `{"type":"decision","allowed":true,"key":"alice","policy":"demo","count":1,"limit":5,"remaining":4,"windowMs":10000,"nowMs":1000,"oldestMs":1000,"retryAfterMs":0,"id":"id-1","rules":[{"limit":5,"windowMs":10000,"count":1,"remaining":4}],"instance":"svc"}`},
-		{"cached denial", denied, `{"type":"decision","allowed":false,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"cached":true,"instance":"svc"}`},
+		{"allowed", d, `{"type":"decision","allowed":true,"key":"alice","policy":"demo","count":1,"limit":5,"remaining":4,"windowMs":10000,"nowMs":1000,"oldestMs":1000,"retryAfterMs":0,"id":"id-1","rules":[{"limit":5,"windowMs":10000,"count":1,"remaining":4}]EXPLAIN,"instance":"svc"}`},
+		{"cached denial", denied, `{"type":"decision","allowed":false,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"cached":trueEXPLAIN,"instance":"svc"}`},
 		// A would-deny passes, as the check answers it (SPEC §9), marked.
 		// A locked-out key: the answer's lock members, and when the lock ends for the page.
-		{"locked", locked, `{"type":"decision","allowed":false,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":30000,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"locked":true,"lockLevel":2,"lockUntilMs":31000,"instance":"svc"}`},
-		{"shadow would-deny", wouldDeny, `{"type":"decision","allowed":true,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"shadow":true,"wouldDeny":true,"instance":"svc"}`},
+		{"locked", locked, `{"type":"decision","allowed":false,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":30000,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"locked":true,"lockLevel":2EXPLAIN,"lockUntilMs":31000,"instance":"svc"}`},
+		{"shadow would-deny", wouldDeny, `{"type":"decision","allowed":true,"key":"alice","policy":"demo","count":5,"limit":5,"remaining":0,"windowMs":10000,"nowMs":1000,"oldestMs":null,"retryAfterMs":250,"id":null,"rules":[{"limit":5,"windowMs":10000,"count":5,"remaining":0}],"shadow":true,"wouldDeny":trueEXPLAIN,"instance":"svc"}`},
 	} {
+		// Each carries its explanation's numbers, for the page.
+		lean, err := json.Marshal(httplimit.Lean(c.d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.want = strings.Replace(c.want, "EXPLAIN", `,"explain":`+string(lean), 1)
 		if got := string(bus.DecisionMessage(c.d, "svc")); got != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
@@ -95,6 +102,7 @@ func TestDecisionMessage(t *testing.T) {
 		delete(msg, "type")
 		delete(msg, "instance")
 		delete(msg, "lockUntilMs")
+		delete(msg, "explain") // an answer's only when asked: explain=1
 		if !reflect.DeepEqual(msg, answer) {
 			t.Errorf("%s: the message carries %v, the check answers %v", c.name, msg, answer)
 		}

@@ -187,6 +187,9 @@ type DecisionBody struct {
 	// WaitedMs is how long the server held a booked check before
 	// answering: set by the one holding it, never by NewDecisionBody.
 	WaitedMs int64 `json:"waitedMs,omitempty"`
+	// Explain says why, when the caller asked (Target.Explain, the check
+	// API's explain=1; Explain).
+	Explain *Explanation `json:"explain,omitempty"`
 }
 
 // NewDecisionBody builds the answer to d.
@@ -258,7 +261,7 @@ func WriteProblem(w http.ResponseWriter, status int, doc any) {
 
 // writeDenied answers a denial: status, Retry-After (the RateLimit fields
 // are set already) and the problem document.
-func writeDenied(w http.ResponseWriter, status int, d limiter.Decision) {
+func writeDenied(w http.ResponseWriter, status int, d limiter.Decision, why *Explanation) {
 	var violated []string
 	for _, r := range d.Rules {
 		if r.Violated {
@@ -280,6 +283,7 @@ func writeDenied(w http.ResponseWriter, status int, d limiter.Decision) {
 		ViolatedPolicies: violated,
 		DecisionBody:     NewDecisionBody(d),
 	}
+	body.Explain = why
 	w.WriteHeader(status)
 	_, _ = w.Write(body.AppendJSON(make([]byte, 0, 768)))
 }

@@ -49,6 +49,10 @@ type Target struct {
 	// when it gives up. 0: no booking. A wait on another algorithm than
 	// the log is the caller's mistake (limiter.ErrWaitNotLog).
 	Wait time.Duration
+	// Explain asks CheckHTTP to add the decision's explanation (Explain)
+	// to a denial's problem document; the caller adds it to an allowed
+	// answer it writes itself.
+	Explain bool
 }
 
 // Result is the outcome of one check.

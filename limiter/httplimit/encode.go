@@ -96,6 +96,12 @@ func (b DecisionBody) AppendMembers(dst []byte) []byte {
 	if b.WaitedMs != 0 {
 		dst = appendInt(dst, `,"waitedMs":`, b.WaitedMs)
 	}
+	if b.Explain != nil { // asked for: off the hot path
+		if e, err := json.Marshal(b.Explain); err == nil {
+			dst = append(dst, `,"explain":`...)
+			dst = append(dst, e...)
+		}
+	}
 	return dst
 }
 

@@ -54,6 +54,10 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		if r.IntN(3) == 0 {
 			b.WindowMs, b.Period = 0, limiter.Month
 		}
+		if r.IntN(4) == 0 { // asked for with explain=1
+			kth := r.Int64N(1 << 50)
+			b.Explain = &Explanation{Outcome: pick(), Text: pick(), NowMs: r.Int64(), Rules: []RuleWhy{{Name: pick(), KthMs: &kth, Arithmetic: pick()}}}
+		}
 		check(t, i, b, b.AppendJSON([]byte("x"))[1:])
 		d := DeniedBody{Type: pick(), Title: pick(), Status: 400 + r.IntN(200), Detail: pick(), DecisionBody: b}
 		if n := r.IntN(3); n > 0 || r.IntN(2) == 0 {
@@ -87,7 +91,7 @@ func TestLockedDenial(t *testing.T) {
 		Locked: true, LockLevel: 3, LockUntilMs: 61000,
 	}
 	w := httptest.NewRecorder()
-	writeDenied(w, 429, d)
+	writeDenied(w, 429, d, nil)
 	var body map[string]any
 	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
 		t.Fatal(err)
@@ -101,7 +105,7 @@ func TestLockedDenial(t *testing.T) {
 	}
 	d.Locked, d.LockLevel, d.LockUntilMs = false, 0, 0
 	w = httptest.NewRecorder()
-	writeDenied(w, 429, d)
+	writeDenied(w, 429, d, nil)
 	if strings.Contains(w.Body.String(), "lock") {
 		t.Errorf("a denial without a lock mentions one: %s", w.Body)
 	}

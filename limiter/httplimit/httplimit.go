@@ -208,7 +208,12 @@ func (c *Checker) CheckHTTP(w http.ResponseWriter, r *http.Request, t Target) Re
 		if status == 0 {
 			status = http.StatusTooManyRequests
 		}
-		writeDenied(w, status, res.Decision)
+		var why *Explanation
+		if t.Explain {
+			e := Explain(res.Decision, res.Policy.Policy)
+			why = &e
+		}
+		writeDenied(w, status, res.Decision, why)
 	}
 	return res
 }

@@ -13,6 +13,7 @@ import { readFacts, keyPattern } from './facts.js';
 import { loadAlgorithms } from './algorithms.js';
 import { LabModel, summary } from './lab-model.js';
 import { onAnswer, reset, run, useToken } from './lab-traffic.js';
+import { renderBoundary } from './lab-explain.js';
 
 const root = byTestId('lab');
 const facts = readFacts(root);
@@ -112,6 +113,7 @@ function render() {
   byId('lab-summary').textContent = model.requests.length
     ? summary(model, stats, traffic)
     : 'No requests yet on this lab: pick a rule and a traffic shape, then run it.';
+  renderBoundary(byTestId('lab-explain'), model, stats, traffic);
 }
 
 // x places a time on the axis, in percent.

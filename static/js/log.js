@@ -6,6 +6,7 @@ import { OUTCOME, decisionOutcome, recordsEntry } from './messages.js';
 import { span } from './dom.js';
 import { fmtTime, fmtInt, shortId } from './format.js';
 import { adjustText } from './adjust.js';
+import { attachExplain, explainable } from './explain-view.js';
 
 export const LOG_MAX = 50;
 const BURST_EVERY_MS = 500; // a burst is drawn at most this often: nobody reads faster
@@ -36,6 +37,7 @@ export class Log {
       const b = ev.target instanceof Element ? ev.target.closest('button[data-refund]') : null;
       if (b && !b.disabled && this.onRefund) this.onRefund(b.dataset.refund, b);
     });
+    attachExplain(el); // a row opens its decision's explanation
   }
 
   clear() {
@@ -204,6 +206,7 @@ function decisionRow(m, refund) {
     li.dataset.bookedMs = String(m.bookedMs);
   }
   if (m.locked) li.dataset.locked = 'true';
+  explainable(li, m);
   if (refund) whatEl.append(' ', refundButton(m.id, m.nowMs));
   li.append(
     span('log-time', fmtTime(m.nowMs)),
@@ -228,6 +231,7 @@ function earlierRow(r, refund) {
   li.dataset.testid = 'log-entry';
   li.dataset.earlier = 'true';
   li.dataset.id = r.id;
+  explainable(li, { earlier: r });
   const tag = span('log-tag log-tag-earlier', 'before this tab');
   tag.title = 'recorded before this tab opened: read from the window in Redis, not seen as a decision';
   const whatEl = span('log-what', '');
