@@ -3,9 +3,11 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -463,4 +465,67 @@ func TestOpenAPIDetectsDrift(t *testing.T) {
 	if err := conform(router2, x); err == nil {
 		t.Error("an answer passed a document that says remaining is a string")
 	}
+}
+
+// TestOpenAPIKeysOnce: no object of the document names a member twice — a
+// JSON reader keeps only the last, so a second "409" of a route silently
+// hid the first.
+func TestOpenAPIKeysOnce(t *testing.T) {
+	src, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dup := range duplicateKeys(src) {
+		t.Errorf("openapi.json names %s twice", dup)
+	}
+	if got := duplicateKeys([]byte(`{"a":{"409":1,"409":2}}`)); len(got) != 1 {
+		t.Fatalf("a duplicate went unseen: %v", got)
+	}
+}
+
+// duplicateKeys lists the members named twice in one object of a JSON
+// document, each with the path of its object.
+func duplicateKeys(src []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(src))
+	var dups []string
+	var walk func(path string) error
+	walk = func(path string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch tok {
+		case json.Delim('{'):
+			seen := map[string]bool{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				key := k.(string)
+				if seen[key] {
+					dups = append(dups, path+"/"+key)
+				}
+				seen[key] = true
+				if err := walk(path + "/" + key); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token() // }
+			return err
+		case json.Delim('['):
+			for i := 0; dec.More(); i++ {
+				if err := walk(fmt.Sprintf("%s/%d", path, i)); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token() // ]
+			return err
+		}
+		return nil
+	}
+	if err := walk(""); err != nil {
+		return append(dups, "(unreadable: "+err.Error()+")")
+	}
+	return dups
 }
