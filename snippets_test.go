@@ -79,9 +79,7 @@ func transcript(text string) []step {
 
 // TestConsoleSnippetsRun runs every ```console block of consolePages.
 func TestConsoleSnippetsRun(t *testing.T) {
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("needs curl, which the snippets call")
-	}
+	redistest.Need(t, "curl") // the snippets call it; strict mode fails without it
 	for _, page := range consolePages {
 		t.Run(strings.TrimSuffix(page, ".md"), func(t *testing.T) {
 			text := read(t, page)
