@@ -279,18 +279,6 @@ type Within struct {
 	Wait time.Duration
 }
 
-// MaxWait is the longest Within.Wait: a booking holds its room, and its
-// caller, at most this far ahead.
-const MaxWait = 30 * time.Second
-
-// ErrWaitNotLog is returned for a check with Within.Wait on a policy of
-// another algorithm than the log: only the log can record a request at a
-// future moment.
-var ErrWaitNotLog = errors.New("only a log policy can book a slot: wait needs algorithm log")
-
-// ErrInvalidWait is returned for a Within.Wait below 0 or above MaxWait.
-var ErrInvalidWait = errors.New("wait must be from 0 to 30s")
-
 // AllowWithin is Allow bounded by w when the decision needs Redis.
 func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Policy, cost int) (Decision, error) {
 	if err := ValidateKey(key); err != nil {
@@ -355,33 +343,6 @@ func (l *Limiter) AllowWithin(ctx context.Context, w Within, key string, p Polic
 	return d, nil
 }
 
-// ValidateWait reports the error AllowWithin gives a check that may wait
-// (Within.Wait) under p, or nil: ErrInvalidWait below 0 or above MaxWait,
-// ErrWaitNotLog for a wait on another algorithm than the log. A caller that
-// validates its input before anything else (an HTTP handler naming each bad
-// field) asks here rather than learning it from the call.
-func ValidateWait(wait time.Duration, p Policy) error {
-	_, err := bookingWait(wait, p)
-	return err
-}
-
-// bookingWait is what a check's call carries for a wait under p: the wait
-// in ms, or noBooking for none — no wait, less than a millisecond, or a
-// shadow policy's (which never holds a request).
-func bookingWait(wait time.Duration, p Policy) (int64, error) {
-	switch {
-	case wait < 0 || wait > MaxWait:
-		return noBooking, ErrInvalidWait
-	case wait == 0:
-		return noBooking, nil
-	case p.AlgorithmName() != Log:
-		return noBooking, ErrWaitNotLog
-	case p.Shadow || wait < time.Millisecond:
-		return noBooking, nil
-	}
-	return wait.Milliseconds(), nil
-}
-
 // eval runs one decision script, in the next pipeline when batching, and
 // gives Redis roundTrip (0: no bound but ctx's) from when it is sent.
 func (l *Limiter) eval(ctx context.Context, roundTrip time.Duration, s *redis.Script, keys []string, args []any) ([]int64, error) {
@@ -420,35 +381,3 @@ func binding(d Decision) int {
 
 // spanMs is what a rule counts over now: its window, or its period.
 func (r RuleState) spanMs() int64 { return max(r.WindowMs, r.PeriodMs) }
-
-// Entry is one recorded request in a log.
-type Entry struct {
-	ID string // the ZSET member
-	Ms int64  // its score: arrival on Redis's clock
-}
-
-// Window is a snapshot of one client's state under a policy, taken without
-// consuming anything. Every algorithm fills Count and Limit (and each rule's
-// Count and Remaining), so a page can draw "used / limit" for any policy;
-// the log adds its entries, the others their per-rule state in Rules.
-type Window struct {
-	Key       string
-	Policy    string
-	Algorithm Algorithm
-	// Entries are, for the log, those inside the longest window, oldest
-	// first, at most MaxSnapshot of them; empty for the other algorithms.
-	Entries []Entry
-	// Leases are, for an inflight policy (whose Entries are empty), the
-	// live leases, the earliest expiry first, at most MaxSnapshot of them;
-	// its Count is how many are live, its WindowMs the lease time.
-	Leases    []LiveLease
-	Truncated bool
-	// Count is the longest window's Count: for the log, the true number of
-	// entries inside it.
-	Count    int
-	Limit    int // the longest window's limit
-	WindowMs int64
-	NowMs    int64
-	// Rules holds each rule's state, in the policy's order.
-	Rules []RuleState
-}

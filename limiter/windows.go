@@ -105,3 +105,35 @@ func finishWindow(lk lookup, reply any, p Policy) (Window, error) {
 	}
 	return w, nil
 }
+
+// Entry is one recorded request in a log.
+type Entry struct {
+	ID string // the ZSET member
+	Ms int64  // its score: arrival on Redis's clock
+}
+
+// Window is a snapshot of one client's state under a policy, taken without
+// consuming anything. Every algorithm fills Count and Limit (and each rule's
+// Count and Remaining), so a page can draw "used / limit" for any policy;
+// the log adds its entries, the others their per-rule state in Rules.
+type Window struct {
+	Key       string
+	Policy    string
+	Algorithm Algorithm
+	// Entries are, for the log, those inside the longest window, oldest
+	// first, at most MaxSnapshot of them; empty for the other algorithms.
+	Entries []Entry
+	// Leases are, for an inflight policy (whose Entries are empty), the
+	// live leases, the earliest expiry first, at most MaxSnapshot of them;
+	// its Count is how many are live, its WindowMs the lease time.
+	Leases    []LiveLease
+	Truncated bool
+	// Count is the longest window's Count: for the log, the true number of
+	// entries inside it.
+	Count    int
+	Limit    int // the longest window's limit
+	WindowMs int64
+	NowMs    int64
+	// Rules holds each rule's state, in the policy's order.
+	Rules []RuleState
+}
