@@ -175,8 +175,9 @@ func TestOverviewCountsAFew(t *testing.T) {
 	tb := openTab(t, browser(t), "overview")
 	tb.run("open the overview", chromedp.Navigate(e.app.URL+"/overview?policy=few"))
 	counted := regexp.MustCompile(`^[1-9][0-9]* in the last minute$`)
+	// The overview learns of the checks on its next refresh: wait for them.
 	v := waitEval(tb, "the few policy's rates as counts", overviewFewJS, func(v overviewFew) bool {
-		return v.Allowed != "" && v.Denied != "" && v.Instances != ""
+		return v.Allowed == "1 in the last minute" && counted.MatchString(v.Denied) && v.Instances != ""
 	})
 	// Read once more after a live update has redrawn the page.
 	time.Sleep(1500 * time.Millisecond)
