@@ -182,38 +182,42 @@ func (b *batcher) send(batch []*call) {
 // cluster — and hands each caller its result (finish).
 func (b *batcher) sendCalls(ctx context.Context, calls []*call) {
 	if groups := b.byNode(ctx, calls); groups == nil {
-		b.sendGroup(ctx, b.rdb, calls)
+		_, single := b.rdb.(*redis.Client) // standalone, or Sentinel's master
+		b.sendGroup(ctx, b.rdb, calls, single)
 	} else {
 		var wg sync.WaitGroup
 		for _, g := range groups {
-			wg.Go(func() { b.sendGroup(ctx, g.rdb, g.calls) })
+			wg.Go(func() { b.sendGroup(ctx, g.rdb, g.calls, false) })
 		}
 		wg.Wait()
 	}
 }
 
 // sendGroup runs calls as one pipeline on rdb (a connection: what WAIT
-// needs), the scripts Redis had not cached once more in full.
-func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call) {
-	cmds, wait := b.pipeline(ctx, rdb, calls, false)
-	var waits []*redis.IntCmd // each call's WAIT, when durable
+// needs), the scripts Redis had not cached once more in full. single: rdb is
+// one Redis, so any keys may share a script call (many.go); else only keys of
+// one hash tag.
+func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call, single bool) {
+	units := combine(calls, single)
+	cmds, wait := b.pipeline(ctx, rdb, units, calls, false)
+	var waits []*redis.IntCmd // each unit's WAIT, when durable
 	if wait != nil {
-		waits = make([]*redis.IntCmd, len(calls))
+		waits = make([]*redis.IntCmd, len(units))
 		for i := range waits {
 			waits[i] = wait
 		}
 	}
-	var retry []*call
+	var retry []unit
 	var retryIdx []int
-	for i, c := range calls {
+	for i, u := range units {
 		if isNoScript(cmds[i].Err()) {
-			retry, retryIdx = append(retry, c), append(retryIdx, i)
+			retry, retryIdx = append(retry, u), append(retryIdx, i)
 		}
 	}
 	if len(retry) > 0 {
 		// The script was not cached (a restarted or failed-over Redis): it did
 		// not run, so sending it again in full cannot count a request twice.
-		again, wait := b.pipeline(ctx, rdb, retry, true)
+		again, wait := b.pipeline(ctx, rdb, retry, calls, true)
 		for j, i := range retryIdx {
 			cmds[i] = again[j]
 			if wait != nil {
@@ -222,29 +226,115 @@ func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call) {
 		}
 	}
 	now := time.Now()
-	for i, c := range calls {
-		res, err := cmds[i].Int64Slice()
+	for i, u := range units {
+		var wait *redis.IntCmd
+		if waits != nil {
+			wait = waits[i]
+		}
+		u.finish(cmds[i], wait, b.replicas, now)
+	}
+}
+
+// unit is one command of a pipeline: one call, or calls of one script sent
+// as one call of its many variant.
+type unit []*call
+
+// combine puts calls into units: each script's calls together (only those of
+// one hash tag unless single), in queue order.
+func combine(calls []*call, single bool) []unit {
+	units := make([]unit, 0, len(calls))
+	type unitKey struct {
+		script *redis.Script
+		tag    string
+	}
+	var index map[unitKey]int // by script and tag, when not single
+	for _, c := range calls {
+		if manyOf[c.script] == nil {
+			units = append(units, unit{c})
+			continue
+		}
+		at := -1
+		if single { // few scripts a batch: look them up in place
+			for i, u := range units {
+				if u[0].script == c.script {
+					at = i
+					break
+				}
+			}
+		} else {
+			k := unitKey{c.script, hashTag(c.keys[0])}
+			if i, ok := index[k]; ok {
+				at = i
+			} else {
+				if index == nil {
+					index = map[unitKey]int{}
+				}
+				index[k] = len(units)
+			}
+		}
+		if at < 0 {
+			units = append(units, unit{c})
+		} else {
+			units[at] = append(units[at], c)
+		}
+	}
+	return units
+}
+
+// queue queues the unit's command on pipe.
+func (u unit) queue(ctx context.Context, pipe redis.Pipeliner, full bool) *redis.Cmd {
+	if len(u) == 1 {
+		return queueScript(ctx, pipe, u[0].script, u[0].keys, u[0].args, full)
+	}
+	keys, args := manyArgs(u)
+	return queueScript(ctx, pipe, manyOf[u[0].script], keys, args, full)
+}
+
+// finish hands each of the unit's callers its result from cmd, confirmed by
+// wait (nil when not durable) when allowed; now is when the answer came.
+func (u unit) finish(cmd *redis.Cmd, wait *redis.IntCmd, replicas int, now time.Time) {
+	var res [][]int64
+	errs := make([]error, len(u))
+	if len(u) == 1 {
+		r, err := cmd.Int64Slice()
+		res, errs[0] = [][]int64{r}, err
+	} else if v, err := cmd.Result(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	} else if res, errs, err = manyReplies(v, len(u)); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	for i, c := range u {
+		var r []int64
+		if res != nil {
+			r = res[i]
+		}
+		err := errs[i]
 		if err != nil && !c.deadline.IsZero() && !now.Before(c.deadline) {
 			// The socket's deadline was the call's: say so as its context would.
 			err = fmt.Errorf("%w: %w", errRoundTrip, err)
 		}
-		if err == nil && len(res) > 0 && res[0] == 1 && waits != nil {
-			err = confirmed(b.replicas, waits[i])
+		if err == nil && len(r) > 0 && r[0] == 1 && wait != nil {
+			err = confirmed(replicas, wait)
 		}
-		c.finish(res, err)
+		c.finish(r, err)
 	}
 }
 
 // pipeliner is what a pipeline is sent on: the client, or one cluster node.
 type pipeliner interface{ Pipeline() redis.Pipeliner }
 
-// pipeline sends calls in one pipeline, ended by WAIT when durable (nil
-// otherwise); full sends each script's source (EVAL) instead of its hash.
-func (b *batcher) pipeline(ctx context.Context, rdb pipeliner, calls []*call, full bool) ([]*redis.Cmd, *redis.IntCmd) {
+// pipeline sends units in one pipeline, ended by WAIT when durable (nil
+// otherwise; its timeout from calls, all of the group's); full sends each
+// script's source (EVAL) instead of its hash.
+func (b *batcher) pipeline(ctx context.Context, rdb pipeliner, units []unit, calls []*call, full bool) ([]*redis.Cmd, *redis.IntCmd) {
 	pipe := rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		cmds[i] = queueScript(ctx, pipe, c.script, c.keys, c.args, full)
+	cmds := make([]*redis.Cmd, len(units))
+	for i, u := range units {
+		cmds[i] = u.queue(ctx, pipe, full)
 	}
 	var wait *redis.IntCmd
 	if b.replicas > 0 {

@@ -153,10 +153,8 @@ for i = 1, nrules do
       retry1 = scoreAt(base + count - limit) + w - now
     end
   end
-  out[#out + 1] = count
-  out[#out + 1] = first
-  out[#out + 1] = retry
-  out[#out + 1] = retry1
+  local at = 2 + 4 * (i - 1)
+  out[at + 1], out[at + 2], out[at + 3], out[at + 4] = count, first, retry, retry1
 end
 
 -- step quotas [GET] per calendar quota: its counter for the period holding now
@@ -175,25 +173,10 @@ end
 if quotasFit == 0 then allowed = 0 end
 
 -- step lock [HMGET HSET PEXPIRE] a lockout in force denies; a denial of a locking policy locks the key
-local lockState, lockLevel, lockUntil
-local decided = allowed
-if slot then decided = 1 end -- a booking is no denial: it never locks
-allowed, lockState, lockLevel, lockUntil = lockDecide(now, decided, member ~= '')
+local lockState, lockLevel, lockUntil = 0, 0, 0
+if slot then allowed = 1 end -- a booking is no denial: it never locks
+if lockKey then allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, member ~= '') end
 if allowed == 0 then slot = nil end -- a lock held
-
--- expireAfter makes the key live ms (arg, its string) from now at least: an
--- expiry already later — one a booking set — stays. GT needs Redis 7; before
--- it (an error) or when GT sets nothing (an expiry as late or later, or
--- none, which GT takes for later) PTTL decides. A key made by this call has
--- no expiry to keep.
-local function expireAfter(ms, arg)
-  if total == 0 then
-    redis.call('PEXPIRE', key, arg)
-    return
-  end
-  if redis.pcall('PEXPIRE', key, arg, 'GT') == 1 then return end
-  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, arg) end
-end
 
 -- step booking [ZCOUNT ZRANGE] a booking: each rule's window at the booked moment
 if slot then
@@ -213,31 +196,43 @@ end
 if allowed == 1 and member ~= '' and nquotas > 0 then quotaConsume(cost) end
 -- A policy of quotas alone keeps no log.
 if allowed == 1 and member ~= '' and nrules > 0 then
-  -- ZADD in chunks: unpack() takes a few thousand values at most.
-  local score = tostring(now)
-  if slot then score = string.format('%.0f', slot) end
-  local args = {}
-  for j = 0, cost - 1 do
-    args[#args + 1] = score
-    if j == 0 then
-      args[#args + 1] = member
-    else
-      args[#args + 1] = member .. ':' .. j
-    end
-    if #args >= 1000 or j == cost - 1 then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
+  local score, ttl, ttlArg = tostring(now), longest, longestArg
+  if slot then
+    score = string.format('%.0f', slot)
+    ttl = slot - now + longest
+    ttlArg = string.format('%.0f', ttl)
+  end
+  if cost == 1 then
+    redis.call('ZADD', key, score, member)
+  else
+    -- ZADD in chunks: unpack() takes a few thousand values at most.
+    local args = {}
+    for j = 0, cost - 1 do
+      args[#args + 1] = score
+      if j == 0 then
+        args[#args + 1] = member
+      else
+        args[#args + 1] = member .. ':' .. j
+      end
+      if #args >= 1000 or j == cost - 1 then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
     end
   end
-  if slot then
-    expireAfter(slot - now + longest, string.format('%.0f', slot - now + longest))
-  else
-    expireAfter(longest, longestArg)
+  -- The key lives ttl from now at least: an expiry already later — one a
+  -- booking set — stays. GT needs Redis 7; before it (an error) or when GT
+  -- sets nothing (an expiry as late or later, or none, which GT takes for
+  -- later) PTTL decides. A key this call made has no expiry to keep.
+  if total == 0 then
+    redis.call('PEXPIRE', key, ttlArg)
+  elseif redis.pcall('PEXPIRE', key, ttlArg, 'GT') ~= 1 and redis.call('PTTL', key) < ttl then
+    redis.call('PEXPIRE', key, ttlArg)
   end
 end
 -- step answer [] denied? nothing was recorded; the answer carries each rule's count, oldest entry and retry
 out[1] = allowed
-quotaReport(out)
+if nquotas > 0 then quotaReport(out) end
 if lockKey then
   out[#out + 1] = lockState
   out[#out + 1] = lockLevel

@@ -16,3 +16,7 @@ func WithCalendar(now func() time.Time, shift time.Duration) Option {
 func QuotaKey(key string, p Policy, pd Period, startMs int64) string {
 	return quotaKey(key, p, pd, startMs)
 }
+
+// ManySource, for tests, is a script's many variant: several calls of it in
+// one (see many.go).
+var ManySource = manySource

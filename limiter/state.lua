@@ -87,8 +87,8 @@ local function run(assess, consume, report)
     states[i] = s
   end
   if nquotas > 0 and quotaAssess(now, cost) == 0 then allowed = 0 end
-  local lockState, lockLevel, lockUntil
-  allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, record ~= 0)
+  local lockState, lockLevel, lockUntil = 0, 0, 0
+  if lockKey then allowed, lockState, lockLevel, lockUntil = lockDecide(now, allowed, record ~= 0) end
   local out = {allowed, now}
   local writes = {}
   local ttl = 0
@@ -120,7 +120,7 @@ local function run(assess, consume, report)
     redis.call('HSET', key, unpack(writes))
     redis.call('PEXPIRE', key, ttl)
   end
-  quotaReport(out)
+  if nquotas > 0 then quotaReport(out) end
   if lockKey then
     out[#out + 1] = lockState
     out[#out + 1] = lockLevel

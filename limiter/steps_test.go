@@ -9,10 +9,11 @@ import (
 	"testing"
 )
 
-// luaFunction is a top-level "local function name(" … "end" of a script.
+// luaFunction is a named function of a script, "local function name(" or,
+// declared before (a function made only when needed), "function name(",
+// to the "end" at its own indent.
 var (
-	luaFunction = regexp.MustCompile(`(?m)^local function (\w+)\(`)
-	luaEnd      = regexp.MustCompile(`(?m)^end$`)
+	luaFunction = regexp.MustCompile(`(?m)^( *)(?:local )?function (\w+)\(`)
 	redisCall   = regexp.MustCompile(`redis\.p?call\('([A-Z]+)'`)
 )
 
@@ -29,12 +30,13 @@ func stepsAgainstScript(src string) []string {
 		if loc == nil {
 			break
 		}
-		end := luaEnd.FindStringIndex(main[loc[1]:])
+		name := main[loc[4]:loc[5]]
+		end := regexp.MustCompile(`(?m)^` + main[loc[2]:loc[3]] + `end$`).FindStringIndex(main[loc[1]:])
 		if end == nil {
-			return []string{"function " + main[loc[2]:loc[3]] + " has no end"}
+			return []string{"function " + name + " has no end"}
 		}
 		stop := loc[1] + end[1]
-		bodies[main[loc[2]:loc[3]]] = main[loc[1]:stop]
+		bodies[name] = main[loc[1]:stop]
 		main = main[:loc[0]] + main[stop:]
 	}
 	calls := func(text string, fns map[string][]string) []string {

@@ -10,10 +10,13 @@ import (
 // scripts lists every script the limiter sends, for Warm.
 var scripts []*redis.Script
 
-// newScript is redis.NewScript, listed for Warm.
+// newScript is redis.NewScript, listed for Warm with its many variant
+// (many.go).
 func newScript(src string) *redis.Script {
 	s := redis.NewScript(src)
-	scripts = append(scripts, s)
+	m := redis.NewScript(manySource(src))
+	manyOf[s] = m
+	scripts = append(scripts, s, m)
 	return s
 }
 
