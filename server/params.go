@@ -78,16 +78,23 @@ func readParams(c echo.Context, fields ...field) (*params, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return p, nil
 	}
-	obj, err := decodeObject(body)
+	var given [8][]byte // each field's raw value in the body, nil when absent
+	err = bodyMembers(body, func(name string, raw []byte) {
+		for i, f := range fields {
+			if f.name == name && i < len(given) {
+				given[i] = raw
+			}
+		}
+	})
 	if err != nil {
 		p.fail("body", "%v", err)
 		return p, nil
 	}
-	for _, f := range fields {
-		raw, ok := obj[f.name]
-		if !ok || p.failed(f.name) {
+	for i, f := range fields {
+		if i >= len(given) || given[i] == nil || p.failed(f.name) {
 			continue
 		}
+		raw := given[i]
 		v, err := bodyValue(f, raw)
 		if err != nil {
 			p.fail(f.name, "%v", err)
@@ -170,6 +177,13 @@ func readBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
 		return nil, nil // nothing to read: no buffer for it
 	}
+	if r.ContentLength > 0 { // the reader ends there: one buffer of that size
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, newProblem(http.StatusBadRequest, "failed to read the request body")
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 	if err != nil {
 		return nil, newProblem(http.StatusBadRequest, "failed to read the request body")
@@ -197,7 +211,7 @@ func decodeObject(body []byte) (map[string]json.RawMessage, error) {
 }
 
 // bodyValue turns a JSON member into the string form a query would carry.
-func bodyValue(f field, raw json.RawMessage) (string, error) {
+func bodyValue(f field, raw []byte) (string, error) {
 	if f.integer {
 		s := string(bytes.TrimSpace(raw))
 		if !isInteger(s) {
@@ -205,7 +219,10 @@ func bodyValue(f field, raw json.RawMessage) (string, error) {
 		}
 		return s, nil
 	}
-	var s string
+	if raw[0] == '"' { // a valid string: bodyMembers checked the body
+		return jsonString(raw), nil
+	}
+	var s string // null reads as "", as an absent value would
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", fmt.Errorf("must be a JSON string")
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -100,6 +101,43 @@ func FuzzQueryFields(f *testing.F) {
 			}
 			if v, ok := values[fl.name]; ok != (len(vs) > 0) || (ok && v != vs[0]) {
 				t.Fatalf("%q: %s = %q (%v), url.ParseQuery's first is %v", raw, fl.name, v, ok, vs)
+			}
+		}
+	})
+}
+
+// FuzzBodyMembers: bodyMembers reads exactly what decodeObject reads — the
+// same members, the last of a repeated name winning, the same raw values —
+// and fails exactly when it fails, with its message.
+func FuzzBodyMembers(f *testing.F) {
+	for _, s := range []string{`{"key":"user:1","policy":"demo","cost":3}`, `{}`, ` { "a" : [1,{"b":"}"}] , "a":"x\"y" } `,
+		`{"k\u0065y":"v"}`, `{"key":"\ud800"}`, "{\"key\":\"\xff\"}", `{"a":1} {}`, `[1]`, `null`, ``, `{"a":}`,
+		`{"a":-1.5e3,"b":true,"c":null,"d":{"e":[]}}`, "\t{\"a\"\n:\r\"b\"}\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		got := map[string]string{}
+		err := bodyMembers([]byte(body), func(name string, raw []byte) { got[name] = string(raw) })
+		want, wantErr := decodeObject([]byte(body))
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("%q: error %v, decodeObject's %v", body, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: members %q, decodeObject's %q", body, got, want)
+		}
+		for name, raw := range want {
+			if g, ok := got[name]; !ok || g != string(raw) {
+				t.Fatalf("%q: member %q = %q (%v), decodeObject's %q", body, name, g, ok, raw)
+			}
+			if len(raw) > 0 && raw[0] == '"' {
+				var s string
+				_ = json.Unmarshal(raw, &s)
+				if js := jsonString(raw); js != s {
+					t.Fatalf("%q: string %q read as %q, encoding/json's %q", body, raw, js, s)
+				}
 			}
 		}
 	})
