@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,9 +116,16 @@ func (c *crowd) time(ctx context.Context, o options, url string) (result, error)
 		}
 		before := c.read.Load()
 		t0 := time.Now()
-		id, err := post(ctx, client, url)
+		id, answer, err := post(ctx, client, url)
 		if err != nil {
 			return r, fmt.Errorf("check %d: %w", k+1, err)
+		}
+		if answer != "" { // not answered 200: counted, and there is no decision to time
+			r.fail(answer)
+			if o.series {
+				fmt.Fprintf(os.Stderr, "%d:%s ", k+1, answer)
+			}
+			continue
 		}
 		deadline := t0.Add(o.timeout)
 		for c.read.Load()-before < int64(len(c.viewers))-c.gone.Load() && time.Now().Before(deadline) {
@@ -149,16 +157,21 @@ func (c *crowd) time(ctx context.Context, o options, url string) (result, error)
 	return r, nil
 }
 
-// post sends one check and returns its decision's id; a check that is not
-// allowed is an error, as the probe times only decisions it can follow.
-func post(ctx context.Context, client *http.Client, url string) (string, error) {
+// post sends one check and returns its decision's id, or the answer when the
+// check was not answered 200 with an allowed decision ("503", "429", or
+// "error" for no answer at all): such a check is counted, not timed, as it has
+// no decision to follow. Only the probe's own cancellation is an error.
+func post(ctx context.Context, client *http.Client, url string) (id, answer string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		return "", "error", nil
 	}
 	defer resp.Body.Close()
 	var d struct {
@@ -166,10 +179,13 @@ func post(ctx context.Context, client *http.Client, url string) (string, error) 
 		ID      string `json:"id"`
 	}
 	body, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(body, &d); err != nil || !d.Allowed || d.ID == "" {
-		return "", fmt.Errorf("not an allowed check with an id (%s): %.200s", resp.Status, body)
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return "", strconv.Itoa(resp.StatusCode), nil
+	case json.Unmarshal(body, &d) != nil || !d.Allowed || d.ID == "":
+		return "", "200 without an allowed decision", nil
 	}
-	return d.ID, nil
+	return d.ID, "", nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
