@@ -26,6 +26,8 @@ type crowd struct {
 	viewers []*viewer
 	read    atomic.Int64 // decisions read, all viewers together
 	gone    atomic.Int64 // streams that ended early
+	frames  atomic.Int64 // frames read, all viewers together
+	ticks   atomic.Int64 // tick messages read (ratescope's clock)
 }
 
 func (c *crowd) connect(ctx context.Context, url string, n int, readers *sync.WaitGroup) error {
@@ -55,6 +57,7 @@ func (c *crowd) connect(ctx context.Context, url string, n int, readers *sync.Wa
 }
 
 var (
+	tickType     = []byte(`"type":"tick"`)
 	decisionType = []byte(`"type":"decision"`)
 	idField      = []byte(`"id":"`)
 )
@@ -79,6 +82,8 @@ func (c *crowd) listen(ctx context.Context, conn *websocket.Conn, v *viewer) {
 		}
 		at := time.Now()
 		b := buf.Bytes()
+		c.frames.Add(1)
+		c.ticks.Add(int64(bytes.Count(b, tickType)))
 		for {
 			i := bytes.Index(b, decisionType)
 			if i < 0 {
@@ -110,6 +115,7 @@ func (c *crowd) time(ctx context.Context, o options, url string) (result, error)
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	start := time.Now()
+	frames0, ticks0 := c.frames.Load(), c.ticks.Load()
 	for k := range o.checks {
 		if err := sleep(ctx, time.Until(start.Add(time.Duration(k)*o.interval))); err != nil {
 			return r, err
@@ -151,6 +157,9 @@ func (c *crowd) time(ctx context.Context, o options, url string) (result, error)
 			fmt.Fprintf(os.Stderr, "%d:%d ", k+1, worst.Milliseconds())
 		}
 	}
+	// What each viewer read a second while the checks ran.
+	per := float64(len(c.viewers)) * time.Since(start).Seconds()
+	r.frames, r.ticks = float64(c.frames.Load()-frames0)/per, float64(c.ticks.Load()-ticks0)/per
 	if n := c.gone.Load(); n > 0 {
 		return r, fmt.Errorf("%d viewers' streams ended during the checks", n)
 	}

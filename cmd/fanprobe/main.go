@@ -109,6 +109,9 @@ type result struct {
 	// failed counts the checks not answered 200, by answer ("503", "error"):
 	// a server whose viewers cost its checks their answers fails the probe.
 	failed map[string]int
+	// frames and ticks are what a viewer read a second during the checks,
+	// on average: a server that sheds its clock under load shows it here.
+	frames, ticks float64
 }
 
 func (r *result) fail(answer string) {
@@ -172,8 +175,8 @@ func run(ctx context.Context, o options) (map[string][]result, error) {
 				return nil, fmt.Errorf("%s, round %d: %w", s.name, round+1, err)
 			}
 			byServer[s.name] = append(byServer[s.name], r)
-			fmt.Fprintf(os.Stderr, "  last viewer p50 %s p99 %s; any viewer p99 %s; missing %d; checks not answered 200: %s\n",
-				ms(pct(r.last, .5)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, r.answers())
+			fmt.Fprintf(os.Stderr, "  last viewer p50 %s p99 %s; any viewer p99 %s; missing %d; checks not answered 200: %s; a viewer read %.1f frames and %.2f ticks a second\n",
+				ms(pct(r.last, .5)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, r.answers(), r.frames, r.ticks)
 		}
 		slices.Reverse(order)
 	}
@@ -185,11 +188,11 @@ func run(ctx context.Context, o options) (map[string][]result, error) {
 func report(o options, byServer map[string][]result) {
 	fmt.Printf("%d viewers, %d checks %s apart per server and round, %d rounds; check → the last viewer to read its decision\n\n",
 		o.viewers, o.checks, o.interval, o.rounds)
-	fmt.Printf("| server | round | p50 | p90 | p99 | any viewer p99 | missing | checks not 200 |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| server | round | p50 | p90 | p99 | any viewer p99 | missing | checks not 200 | ticks/s a viewer |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range o.servers {
 		for i, r := range byServer[s.name] {
-			fmt.Printf("| %s | %d | %s | %s | %s | %s | %d | %s |\n", s.name, i+1,
-				ms(pct(r.last, .5)), ms(pct(r.last, .9)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, r.answers())
+			fmt.Printf("| %s | %d | %s | %s | %s | %s | %d | %s | %.2f |\n", s.name, i+1,
+				ms(pct(r.last, .5)), ms(pct(r.last, .9)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, r.answers(), r.ticks)
 		}
 	}
 	if len(o.servers) < 2 {
