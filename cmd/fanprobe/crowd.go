@@ -126,6 +126,7 @@ func (c *crowd) time(ctx context.Context, o options, url string) (result, error)
 		if err != nil {
 			return r, fmt.Errorf("check %d: %w", k+1, err)
 		}
+		r.answered = append(r.answered, time.Since(t0))
 		if answer != "" { // not answered 200: counted, and there is no decision to time
 			r.fail(answer)
 			if o.series {

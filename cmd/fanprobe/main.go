@@ -103,9 +103,10 @@ func probeMain(args []string) int {
 
 // result is one server's round.
 type result struct {
-	last    []time.Duration // per check: until the last viewer had it
-	each    []time.Duration // per delivery
-	missing int
+	last     []time.Duration // per check: until the last viewer had it
+	each     []time.Duration // per delivery
+	answered []time.Duration // per check: until its HTTP answer
+	missing  int
 	// failed counts the checks not answered 200, by answer ("503", "error"):
 	// a server whose viewers cost its checks their answers fails the probe.
 	failed map[string]int
@@ -175,8 +176,8 @@ func run(ctx context.Context, o options) (map[string][]result, error) {
 				return nil, fmt.Errorf("%s, round %d: %w", s.name, round+1, err)
 			}
 			byServer[s.name] = append(byServer[s.name], r)
-			fmt.Fprintf(os.Stderr, "  last viewer p50 %s p99 %s; any viewer p99 %s; missing %d; checks not answered 200: %s; a viewer read %.1f frames and %.2f ticks a second\n",
-				ms(pct(r.last, .5)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, r.answers(), r.frames, r.ticks)
+			fmt.Fprintf(os.Stderr, "  last viewer p50 %s p99 %s; any viewer p99 %s; missing %d; checks answered p99 %s, not 200: %s; a viewer read %.1f frames and %.2f ticks a second\n",
+				ms(pct(r.last, .5)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, ms(pct(r.answered, .99)), r.answers(), r.frames, r.ticks)
 		}
 		slices.Reverse(order)
 	}
