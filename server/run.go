@@ -50,7 +50,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	log := newLogger(cfg.LogFormat, cfg.LogLevel, stdout)
 	// Which Redis comes first in the log: the embedded demo's says so there.
-	rdb, closeRedis, err := redisconn.Connect(redisconn.Options{URL: cfg.RedisURL, Cluster: cfg.RedisCluster, Log: log})
+	// The live view has a client of its own: however many viewers, checks
+	// keep their connections.
+	rdb, viewsRdb, closeRedis, err := redisconn.ConnectWithViews(redisconn.Options{URL: cfg.RedisURL, Cluster: cfg.RedisCluster, Log: log})
 	if err != nil {
 		return err
 	}
@@ -76,7 +78,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	ready := startReadiness(&bg, cfg, rdb, m, envoy, log)
-	p := assemble(cfg, rdb, lim, ten, store, ready, m, log)
+	p := assemble(cfg, rdb, viewsRdb, lim, ten, store, ready, m, log)
 	if envoy != nil {
 		envoy.register(p.checker, store, log)
 	}

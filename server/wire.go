@@ -90,8 +90,10 @@ func startReadiness(bg *background, cfg Config, rdb redis.UniversalClient, m *me
 
 // assemble builds the live view, the overview and the Checker every entry
 // point decides through, with everything that observes its checks, and
-// gathers what the routes use.
-func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *tenants.Store, store *configStore,
+// gathers what the routes use. The live view and the overview reach Redis
+// through views, a client with a pool of its own (redisconn.ConnectWithViews),
+// so their reads and Pub/Sub never hold a connection a check waits for.
+func assemble(cfg Config, rdb, views redis.UniversalClient, lim *limiter.Limiter, ten *tenants.Store, store *configStore,
 	ready *readiness.Monitor, m *metrics, log *slog.Logger) *parts {
 	instance := uuid.NewString()[:8]
 	recent := labRecent{rdb: rdb, timeout: cfg.CheckTimeout}
@@ -100,8 +102,9 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *
 	// Its viewers see windows under the rules in force, and hear of every
 	// change of an override this instance applies.
 	view := live.New(live.Deps{
-		Redis:          rdb,
-		ReadWindows:    lim.Windows,
+		Redis: views,
+		// Reads only: no batching and no deny cache to run.
+		ReadWindows:    limiter.New(views, limiter.WithDenyCache(0)).Windows,
 		Policy:         store.lookup,
 		Resolve:        inForce.live,
 		LabRequests:    recent.read,
@@ -115,7 +118,7 @@ func assemble(cfg Config, rdb redis.UniversalClient, lim *limiter.Limiter, ten *
 	ten.OnChange(view.OverrideChanged)
 	// The overview counts every check too, on this instance, with no Redis.
 	traffic := overview.New(overview.Deps{
-		Redis:    rdb,
+		Redis:    views,
 		Instance: instance,
 		NowMs:    view.NowMs,
 		Policies: store.policies,

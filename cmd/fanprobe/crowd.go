@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,8 @@ type crowd struct {
 	viewers []*viewer
 	read    atomic.Int64 // decisions read, all viewers together
 	gone    atomic.Int64 // streams that ended early
+	frames  atomic.Int64 // frames read, all viewers together
+	ticks   atomic.Int64 // tick messages read (ratescope's clock)
 }
 
 func (c *crowd) connect(ctx context.Context, url string, n int, readers *sync.WaitGroup) error {
@@ -54,6 +57,7 @@ func (c *crowd) connect(ctx context.Context, url string, n int, readers *sync.Wa
 }
 
 var (
+	tickType     = []byte(`"type":"tick"`)
 	decisionType = []byte(`"type":"decision"`)
 	idField      = []byte(`"id":"`)
 )
@@ -78,6 +82,8 @@ func (c *crowd) listen(ctx context.Context, conn *websocket.Conn, v *viewer) {
 		}
 		at := time.Now()
 		b := buf.Bytes()
+		c.frames.Add(1)
+		c.ticks.Add(int64(bytes.Count(b, tickType)))
 		for {
 			i := bytes.Index(b, decisionType)
 			if i < 0 {
@@ -109,15 +115,24 @@ func (c *crowd) time(ctx context.Context, o options, url string) (result, error)
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	start := time.Now()
+	frames0, ticks0 := c.frames.Load(), c.ticks.Load()
 	for k := range o.checks {
 		if err := sleep(ctx, time.Until(start.Add(time.Duration(k)*o.interval))); err != nil {
 			return r, err
 		}
 		before := c.read.Load()
 		t0 := time.Now()
-		id, err := post(ctx, client, url)
+		id, answer, err := post(ctx, client, url)
 		if err != nil {
 			return r, fmt.Errorf("check %d: %w", k+1, err)
+		}
+		r.answered = append(r.answered, time.Since(t0))
+		if answer != "" { // not answered 200: counted, and there is no decision to time
+			r.fail(answer)
+			if o.series {
+				fmt.Fprintf(os.Stderr, "%d:%s ", k+1, answer)
+			}
+			continue
 		}
 		deadline := t0.Add(o.timeout)
 		for c.read.Load()-before < int64(len(c.viewers))-c.gone.Load() && time.Now().Before(deadline) {
@@ -143,22 +158,30 @@ func (c *crowd) time(ctx context.Context, o options, url string) (result, error)
 			fmt.Fprintf(os.Stderr, "%d:%d ", k+1, worst.Milliseconds())
 		}
 	}
+	// What each viewer read a second while the checks ran.
+	per := float64(len(c.viewers)) * time.Since(start).Seconds()
+	r.frames, r.ticks = float64(c.frames.Load()-frames0)/per, float64(c.ticks.Load()-ticks0)/per
 	if n := c.gone.Load(); n > 0 {
 		return r, fmt.Errorf("%d viewers' streams ended during the checks", n)
 	}
 	return r, nil
 }
 
-// post sends one check and returns its decision's id; a check that is not
-// allowed is an error, as the probe times only decisions it can follow.
-func post(ctx context.Context, client *http.Client, url string) (string, error) {
+// post sends one check and returns its decision's id, or the answer when the
+// check was not answered 200 with an allowed decision ("503", "429", or
+// "error" for no answer at all): such a check is counted, not timed, as it has
+// no decision to follow. Only the probe's own cancellation is an error.
+func post(ctx context.Context, client *http.Client, url string) (id, answer string, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return "", err
+		if ctx.Err() != nil {
+			return "", "", ctx.Err()
+		}
+		return "", "error", nil
 	}
 	defer resp.Body.Close()
 	var d struct {
@@ -166,10 +189,13 @@ func post(ctx context.Context, client *http.Client, url string) (string, error) 
 		ID      string `json:"id"`
 	}
 	body, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(body, &d); err != nil || !d.Allowed || d.ID == "" {
-		return "", fmt.Errorf("not an allowed check with an id (%s): %.200s", resp.Status, body)
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return "", strconv.Itoa(resp.StatusCode), nil
+	case json.Unmarshal(body, &d) != nil || !d.Allowed || d.ID == "":
+		return "", "200 without an allowed decision", nil
 	}
-	return d.ID, nil
+	return d.ID, "", nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -17,12 +17,17 @@
 // round), with fresh connections and a fresh window. For ratescope the window is
 // --policy with a key of the round's own; ratescope must let one client open that
 // many viewers (--max-viewers-per-client 0).
+//
+// A check not answered 200 (a 503 when the server's viewers starve its checks,
+// a 429, no answer at all) has no decision to follow: it is counted by answer in
+// the table's last column, and fanprobe exits 1 once it has printed the table.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"slices"
@@ -98,17 +103,64 @@ func probeMain(args []string) int {
 
 // result is one server's round.
 type result struct {
-	last    []time.Duration // per check: until the last viewer had it
-	each    []time.Duration // per delivery
-	missing int
+	last     []time.Duration // per check: until the last viewer had it
+	each     []time.Duration // per delivery
+	answered []time.Duration // per check: until its HTTP answer
+	missing  int
+	// failed counts the checks not answered 200, by answer ("503", "error"):
+	// a server whose viewers cost its checks their answers fails the probe.
+	failed map[string]int
+	// frames and ticks are what a viewer read a second during the checks,
+	// on average: a server that sheds its clock under load shows it here.
+	frames, ticks float64
 }
 
+func (r *result) fail(answer string) {
+	if r.failed == nil {
+		r.failed = map[string]int{}
+	}
+	r.failed[answer]++
+}
+
+// failures is how many checks were not answered 200.
+func (r result) failures() int {
+	n := 0
+	for _, c := range r.failed {
+		n += c
+	}
+	return n
+}
+
+// answers says which checks were not answered 200: "0", or e.g. "8 (8 × 503)".
+func (r result) answers() string {
+	n := r.failures()
+	if n == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, a := range slices.Sorted(maps.Keys(r.failed)) {
+		parts = append(parts, fmt.Sprintf("%d × %s", r.failed[a], a))
+	}
+	return fmt.Sprintf("%d (%s)", n, strings.Join(parts, ", "))
+}
+
+// probe measures and reports; it fails when any check was not answered 200,
+// after the report, so the table shows which server and round.
 func probe(ctx context.Context, o options) error {
 	byServer, err := run(ctx, o)
 	if err != nil {
 		return err
 	}
 	report(o, byServer)
+	failed := 0
+	for _, rs := range byServer {
+		for _, r := range rs {
+			failed += r.failures()
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d checks were not answered 200", failed, o.checks*o.rounds*len(o.servers))
+	}
 	return nil
 }
 
@@ -124,8 +176,8 @@ func run(ctx context.Context, o options) (map[string][]result, error) {
 				return nil, fmt.Errorf("%s, round %d: %w", s.name, round+1, err)
 			}
 			byServer[s.name] = append(byServer[s.name], r)
-			fmt.Fprintf(os.Stderr, "  last viewer p50 %s p99 %s; any viewer p99 %s; missing %d\n",
-				ms(pct(r.last, .5)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing)
+			fmt.Fprintf(os.Stderr, "  last viewer p50 %s p99 %s; any viewer p99 %s; missing %d; checks answered p99 %s, not 200: %s; a viewer read %.1f frames and %.2f ticks a second\n",
+				ms(pct(r.last, .5)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, ms(pct(r.answered, .99)), r.answers(), r.frames, r.ticks)
 		}
 		slices.Reverse(order)
 	}
@@ -137,11 +189,11 @@ func run(ctx context.Context, o options) (map[string][]result, error) {
 func report(o options, byServer map[string][]result) {
 	fmt.Printf("%d viewers, %d checks %s apart per server and round, %d rounds; check → the last viewer to read its decision\n\n",
 		o.viewers, o.checks, o.interval, o.rounds)
-	fmt.Printf("| server | round | p50 | p90 | p99 | any viewer p99 | missing |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Printf("| server | round | p50 | p90 | p99 | any viewer p99 | missing | checks not 200 | ticks/s a viewer |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range o.servers {
 		for i, r := range byServer[s.name] {
-			fmt.Printf("| %s | %d | %s | %s | %s | %s | %d |\n", s.name, i+1,
-				ms(pct(r.last, .5)), ms(pct(r.last, .9)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing)
+			fmt.Printf("| %s | %d | %s | %s | %s | %s | %d | %s | %.2f |\n", s.name, i+1,
+				ms(pct(r.last, .5)), ms(pct(r.last, .9)), ms(pct(r.last, .99)), ms(pct(r.each, .99)), r.missing, r.answers(), r.ticks)
 		}
 	}
 	if len(o.servers) < 2 {

@@ -6,8 +6,8 @@
 // overrides.go follows the per-client overrides of watched windows,
 // snapshots.go reads windows (turns.go for large audiences, budget.go keeps the
 // reads within a budget, reads.go shares them), presence.go counts viewers across
-// instances, bus.go is the Redis Pub/Sub bridge, stream.go writes one viewer's
-// WebSocket, and messages.go defines every message once — but the decision message, which lives with the bus
+// instances, bus.go is the Redis Pub/Sub bridge, stream.go serves one viewer's
+// WebSocket, writers.go writes every viewer's frames with a few goroutines, and messages.go defines every message once — but the decision message, which lives with the bus
 // protocol in package livebus, so Go services publish the same one. Fan-out itself is
 // the hub's (live/hub). The package knows nothing of the HTTP server: what it uses
 // comes in through Deps.
@@ -65,8 +65,11 @@ type Deps struct {
 	// and the periodic snapshots' batches, which may take a second: one late
 	// answer from a busy Redis is not an outage.
 	CheckTimeout time.Duration
-	Log          *slog.Logger
-	Metrics      Metrics
+	// Writers is how many goroutines write viewers' frames at once
+	// (writers.go); 0: GOMAXPROCS.
+	Writers int
+	Log     *slog.Logger
+	Metrics Metrics
 }
 
 // Metrics are the figures the live view keeps; nil fields are not kept.
@@ -121,6 +124,7 @@ type View struct {
 	// (UnixNano; 0: never), so ticks do not rely on them.
 	thinnedAt   atomic.Int64
 	presence    presence
+	writers     *writers    // write every viewer's frames
 	outbox      *bus.Outbox // events for other instances
 	presenceOut *bus.Outbox // viewer counts for other instances
 
@@ -142,7 +146,7 @@ func New(d Deps) *View {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), budget: newReadBudget(d.SnapshotBudget), reads: newRecentReads(), outbox: bus.NewOutbox(bus.DefaultQueueSize), presenceOut: bus.NewOutbox(2 * presenceRound)}
+	v := &View{d: d, presence: newPresence(), snapshots: newSnapshots(), budget: newReadBudget(d.SnapshotBudget), reads: newRecentReads(), writers: newWriters(d.Writers), outbox: bus.NewOutbox(bus.DefaultQueueSize), presenceOut: bus.NewOutbox(2 * presenceRound)}
 	v.hub = hub.New[Window](hub.WithOnChange(v.localViewersChanged))
 	v.ctx, v.stop = context.WithCancel(context.Background())
 	v.clock.init()

@@ -48,41 +48,38 @@ func (v *View) Serve(conn *websocket.Conn, key string, p limiter.Policy) {
 }
 
 // serve subscribes conn to w, sends the first messages (given when it
-// subscribed), then streams w's messages until the viewer leaves, falls
-// behind or the server shuts down.
+// subscribed), then has the writers (writers.go) stream w's messages until
+// the viewer leaves, falls behind or the server shuts down. Its own goroutine
+// only waits: for pings, for the end, and for a write that failed.
 func (v *View) serve(conn *websocket.Conn, w Window, first func(since time.Time) [][]byte) {
 	v.conns.Add(1)
 	defer v.conns.Done()
 	conn.SetReadLimit(readLimit)
 	ctx := readControl(conn)
-	sub := v.hub.Subscribe(w)
+	s := newStream(v, conn, w)
+	// Messages published from here on wait until the first ones are sent:
+	// the stream is held (kicks starts at 1) and goes to the writers after.
+	s.kicks.Store(1)
+	sub := v.hub.SubscribeFunc(w, s.kick)
+	s.sub = sub
 	since := time.Now()
 	defer sub.Close()
-	s := newStream(v, conn, w)
 	defer s.watchdog.Stop()
 
-	if !s.deliver(first(since), sub) {
+	if !s.deliver(first(since), false) {
 		return
 	}
+	s.release()
 
 	ping := time.NewTicker(pingInterval)
 	defer ping.Stop()
-	var small [8][]byte // most frames carry a message or two
 	for {
 		select {
-		case <-sub.Ready():
-			for more := true; more; {
-				var msgs [][]byte
-				msgs, more = sub.Take(small[:0], maxFrame)
-				if len(msgs) == 0 {
-					break
-				}
-				ok := s.deliver(msgs, sub)
-				clear(msgs) // sent: let the messages go
-				if !ok {
-					return
-				}
+		case <-s.failed:
+			if errors.Is(sub.Err(), hub.ErrSlow) || s.stalled.Load() {
+				s.fellBehind()
 			}
+			return
 		case <-sub.Done():
 			if errors.Is(sub.Err(), hub.ErrSlow) {
 				s.fellBehind()
@@ -111,6 +108,20 @@ type stream struct {
 	v    *View
 	conn *websocket.Conn
 	w    Window
+	sub  *hub.Subscription[Window]
+
+	// kicks counts the hub's wake-ups since the stream was last written out:
+	// the first one queues it for the writers, and a writer that finds more
+	// when it is done writes again, so one writer at a time writes a viewer,
+	// its frames in order.
+	kicks atomic.Int64
+	// failed is closed when a writer's write failed: the viewer left, or
+	// fell behind; the stream's own goroutine then ends it.
+	failed   chan struct{}
+	failOnce sync.Once
+	// place is the start (UnixNano) of a write made in a writer's place, so
+	// the watchdog can give that place up once the write is slow; 0 otherwise.
+	place atomic.Int64
 
 	// Writes carry no context (that would cost a timer and a callback per frame);
 	// a watchdog armed around each write closes a connection whose write has taken
@@ -123,19 +134,39 @@ type stream struct {
 }
 
 func newStream(v *View, conn *websocket.Conn, w Window) *stream {
-	s := &stream{v: v, conn: conn, w: w}
-	s.watchdog = time.AfterFunc(time.Hour, func() {
-		if start := s.writing.Load(); start != 0 && time.Since(time.Unix(0, start)) >= writeTimeout {
-			s.stalled.Store(true)
-			_ = conn.CloseNow()
-		}
-	})
+	s := &stream{v: v, conn: conn, w: w, failed: make(chan struct{})}
+	s.watchdog = time.AfterFunc(time.Hour, s.watch)
 	s.watchdog.Stop()
 	return s
 }
 
+// watch is the watchdog of a write: slow after slowWrite, it gives up the
+// writer's place (writers.stalled) and waits on; at writeTimeout it closes
+// the connection. It checks the clock itself, so a firing that comes late,
+// after its write ended, does nothing to the next one.
+func (s *stream) watch() {
+	start := s.writing.Load()
+	if start == 0 {
+		return
+	}
+	took := time.Since(time.Unix(0, start))
+	if took >= writeTimeout {
+		s.stalled.Store(true)
+		_ = s.conn.CloseNow()
+		return
+	}
+	if took >= slowWrite && s.place.CompareAndSwap(start, 0) {
+		s.v.writers.stalled()
+	}
+	if took >= slowWrite {
+		s.watchdog.Reset(writeTimeout - took)
+	}
+}
+
 // write sends msgs as one frame: the message alone, or a JSON array of them.
-func (s *stream) write(msgs [][]byte) error {
+// pooled says a writer makes it in its place; it reports whether the writer
+// still holds that place (false: given up, the write was slow).
+func (s *stream) write(msgs [][]byte, pooled bool) (held bool, err error) {
 	frame := msgs[0]
 	var buf *[]byte
 	if len(msgs) > 1 {
@@ -143,27 +174,81 @@ func (s *stream) write(msgs [][]byte) error {
 		*buf = bus.AppendBatch((*buf)[:0], msgs)
 		frame = *buf
 	}
-	s.writing.Store(time.Now().UnixNano())
-	s.watchdog.Reset(writeTimeout)
-	err := s.conn.Write(context.Background(), websocket.MessageText, frame)
+	start := time.Now().UnixNano()
+	if pooled {
+		s.place.Store(start)
+	}
+	s.writing.Store(start)
+	s.watchdog.Reset(min(slowWrite, writeTimeout))
+	err = s.conn.Write(context.Background(), websocket.MessageText, frame)
 	s.writing.Store(0)
 	s.watchdog.Stop()
+	held = !pooled || s.place.CompareAndSwap(start, 0)
 	if buf != nil && cap(*buf) <= 2*maxFrame {
 		frames.Put(buf)
 	}
-	return err
+	return held, err
 }
 
-// deliver writes one frame; on failure it tells a viewer that fell behind (dropped
-// by the hub, or stalled in a write) from one that left.
-func (s *stream) deliver(msgs [][]byte, sub *hub.Subscription[Window]) bool {
-	if s.write(msgs) == nil {
+// deliver writes the first frame, on the stream's own goroutine; on failure
+// it tells a viewer that fell behind (dropped by the hub, or stalled in a
+// write) from one that left.
+func (s *stream) deliver(msgs [][]byte, pooled bool) bool {
+	if _, err := s.write(msgs, pooled); err == nil {
 		return true
 	}
-	if errors.Is(sub.Err(), hub.ErrSlow) || s.stalled.Load() {
+	if errors.Is(s.sub.Err(), hub.ErrSlow) || s.stalled.Load() {
 		s.fellBehind()
 	}
 	return false
+}
+
+// kick is the hub's wake-up (SubscribeFunc): the first since the stream was
+// last written out queues it for a writer.
+func (s *stream) kick() {
+	if s.kicks.Add(1) == 1 {
+		s.v.writers.schedule(s)
+	}
+}
+
+// release hands the stream to the writers once its first frame is sent:
+// what was published meanwhile is queued for them.
+func (s *stream) release() {
+	if !s.kicks.CompareAndSwap(1, 0) {
+		s.v.writers.schedule(s)
+	}
+}
+
+// flush is a writer's: it writes what waits for the viewer, in frames of up
+// to maxFrame, until nothing does and no wake-up came meanwhile. It reports
+// whether the writer still holds its place (false: a write was slow).
+func (s *stream) flush(dst [][]byte) (held bool) {
+	held = true
+	for {
+		n := s.kicks.Load()
+		for more := true; more; {
+			var msgs [][]byte
+			msgs, more = s.sub.Take(dst, maxFrame)
+			if len(msgs) == 0 {
+				break
+			}
+			var err error
+			select {
+			case <-s.failed: // until its goroutine ends it, what comes is let go
+			default:
+				var h bool
+				h, err = s.write(msgs, held)
+				held = held && h
+			}
+			clear(msgs) // sent: let the messages go
+			if err != nil {
+				s.failOnce.Do(func() { close(s.failed) })
+			}
+		}
+		if s.kicks.CompareAndSwap(n, 0) {
+			return held
+		}
+	}
 }
 
 // fellBehind counts and closes a viewer that fell behind (SPEC §4: 1013), once.

@@ -1,4 +1,4 @@
-// Package redisconn turns the Redis URL ratescope is given into the client
+// Package redisconn turns the Redis URL ratescope is given into the clients
 // every check, reset and live view goes through: the embedded demo Redis
 // when there is no URL, one Redis, a Redis Cluster, or the master a set of
 // Redis Sentinels names — kept off a master they are failing over, and off a
@@ -49,52 +49,74 @@ type Options struct {
 // the client and what goes with it: the embedded Redis, the Sentinel guard's
 // connections.
 func Connect(o Options) (redis.UniversalClient, func(), error) {
+	rdb, _, release, err := connectAll(o, false)
+	return rdb, release, err
+}
+
+// ConnectWithViews is Connect with a second client of the same Redis, with
+// a connection pool of its own, for the live view: its reads (the clock,
+// snapshots of however many windows viewers watch or join at once) and its
+// Pub/Sub never take a connection a check waits for, nor queue ahead of one.
+// The func it returns closes both.
+func ConnectWithViews(o Options) (checks, views redis.UniversalClient, close func(), err error) {
+	return connectAll(o, true)
+}
+
+func connectAll(o Options, withViews bool) (checks, views redis.UniversalClient, close func(), err error) {
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
-	rdb, release, err := connect(o)
-	if err != nil {
-		// Parsers quote the URL they refuse, password and all.
-		return nil, nil, redact(err, urlSecrets(o.URL))
-	}
-	return rdb, release, nil
-}
-
-func connect(o Options) (redis.UniversalClient, func(), error) {
 	quietRedisLogs.Do(func() { redis.SetLogger(redisLogger{}) })
-	release := func() {} // what goes with the client: the embedded Redis, the Sentinel guard
+	release := func() {} // what goes with the clients: the embedded Redis
 	rawURL := o.URL
 	if rawURL == "" {
 		emb, err := embedredis.Start()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		release = emb.Close
 		rawURL = emb.URL()
 		o.Log.Info("using the embedded in-process Redis (miniredis) on "+emb.Addr()+": fine for the demo, not for production; set REDIS_URL=redis://host:6379/0 or --redis-url to use a real Redis",
 			"redis", "embedded")
 	}
-	u, err := url.Parse(rawURL)
+	checks, closeChecks, err := connect(rawURL, o)
 	if err != nil {
 		release()
+		// Parsers quote the URL they refuse, password and all.
+		return nil, nil, nil, redact(err, urlSecrets(o.URL))
+	}
+	closeViews := func() {}
+	if withViews {
+		quiet := o
+		quiet.Log = slog.New(slog.DiscardHandler) // which Redis is used was said once
+		if views, closeViews, err = connect(rawURL, quiet); err != nil {
+			closeChecks()
+			release()
+			return nil, nil, nil, redact(err, urlSecrets(o.URL))
+		}
+	}
+	return checks, views, func() { closeViews(); closeChecks(); release() }, nil
+}
+
+// connect builds one client of the Redis rawURL names; the func it returns
+// closes it and what goes with it (the Sentinel guard's connections).
+func connect(rawURL string, o Options) (redis.UniversalClient, func(), error) {
+	release := func() {}
+	u, err := url.Parse(rawURL)
+	if err != nil {
 		return nil, nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
 	}
 	var rdb redis.UniversalClient
 	if u.Query().Has("master_name") {
 		if o.Cluster {
-			release()
 			return nil, nil, errors.New("failed to connect to Redis: --redis-cluster and a Sentinel URL (master_name=) exclude each other")
 		}
-		var closeGuard func()
-		if rdb, closeGuard, err = connectSentinel(rawURL, o.Log); err != nil {
-			release()
+		if rdb, release, err = connectSentinel(rawURL, o.Log); err != nil {
 			return nil, nil, err
 		}
-		release = closeGuard // a URL was given: there is no embedded Redis
 	} else if o.Cluster || u.Query().Has("addr") {
 		opt, err := redis.ParseClusterURL(rawURL)
 		if err != nil {
-			release()
 			return nil, nil, fmt.Errorf("failed to parse the Redis Cluster URL: %w", err)
 		}
 		// No retries: a retried script may have run already and would record twice.
@@ -104,7 +126,6 @@ func connect(o Options) (redis.UniversalClient, func(), error) {
 	} else {
 		opt, err := redis.ParseURL(rawURL)
 		if err != nil {
-			release()
 			return nil, nil, fmt.Errorf("failed to parse the Redis URL: %w", err)
 		}
 		opt.ContextTimeoutEnabled, opt.MaxRetries, opt.DialTimeout = true, -1, dialTimeout

@@ -115,7 +115,22 @@ func New[T comparable](opts ...Option[T]) *Hub[T] {
 // Subscribe adds a subscriber to topic. After Close it returns a subscription that is
 // already done with ErrClosed, so callers need no separate check.
 func (h *Hub[T]) Subscribe(topic T) *Subscription[T] {
-	s := &Subscription[T]{hub: h, topic: topic, ready: make(chan struct{}, 1), done: make(chan struct{})}
+	return h.subscribe(topic, nil)
+}
+
+// SubscribeFunc is Subscribe for a reader that is not a goroutine of its own:
+// wake is called, in place of a token on Ready, whenever messages may be
+// waiting, and Take then finds them (or a later call does: like a token, a
+// call is a hint). wake runs on the publisher's goroutine, with the hub's lock
+// held, so it must be quick and must not call back into the hub: it hands the
+// subscription to whoever takes from it. Once it has been called, it is not
+// called again until a Take has emptied everything.
+func (h *Hub[T]) SubscribeFunc(topic T, wake func()) *Subscription[T] {
+	return h.subscribe(topic, wake)
+}
+
+func (h *Hub[T]) subscribe(topic T, wake func()) *Subscription[T] {
+	s := &Subscription[T]{hub: h, topic: topic, ready: make(chan struct{}, 1), done: make(chan struct{}), onWake: wake}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

@@ -730,3 +730,31 @@ func strs(bs [][]byte) []string {
 	}
 	return out
 }
+
+// TestSubscribeFuncWakesOncePerEmptying: a subscription with a wake func is
+// woken by the first message or state after a Take that emptied it, once,
+// however many follow, and never gets a token on Ready.
+func TestSubscribeFuncWakesOncePerEmptying(t *testing.T) {
+	h := hub.New[string]()
+	wakes := 0
+	s := h.SubscribeFunc("a", func() { wakes++ })
+	defer s.Close()
+	h.Publish("a", []byte("1"))
+	h.Publish("a", []byte("2"))
+	h.PublishLatest("a", tick, []byte("t"))
+	if wakes != 1 {
+		t.Fatalf("woken %d times for three messages not yet taken; want 1", wakes)
+	}
+	if got, more := s.Take(nil, 1<<20); len(got) != 3 || more {
+		t.Fatalf("took %q (more %v); want 1, 2 and the tick", got, more)
+	}
+	h.Publish("a", []byte("3"))
+	if wakes != 2 {
+		t.Fatalf("woken %d times after a message that followed an emptying Take; want 2", wakes)
+	}
+	select {
+	case <-s.Ready():
+		t.Fatal("a subscription with a wake func got a token on Ready")
+	default:
+	}
+}

@@ -8,13 +8,14 @@ import (
 // Subscription is one subscriber's view of a topic: a queue of messages in publish
 // order, one slot per kind of "latest" message, and a wake-up token.
 type Subscription[T comparable] struct {
-	hub   *Hub[T]
-	topic T
-	seq   uint64
-	ready chan struct{} // holds a token while something may be waiting
-	done  chan struct{}
-	once  sync.Once
-	err   error // written once, before done is closed
+	hub    *Hub[T]
+	topic  T
+	seq    uint64
+	ready  chan struct{} // holds a token while something may be waiting
+	onWake func()        // called instead of sending a token (SubscribeFunc)
+	done   chan struct{}
+	once   sync.Once
+	err    error // written once, before done is closed
 
 	mu       sync.Mutex
 	queue    []queued // queue[head:] waits, oldest first
@@ -108,6 +109,10 @@ func (s *Subscription[T]) arm() bool {
 }
 
 func (s *Subscription[T]) wake() {
+	if s.onWake != nil {
+		s.onWake()
+		return
+	}
 	select {
 	case s.ready <- struct{}{}:
 	default: // a token not yet taken: the reader will come round anyway

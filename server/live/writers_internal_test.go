@@ -1,0 +1,222 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// TestWritersAreBoundedAndNeverHeldBack: however many viewers a message goes
+// to, at most Deps.Writers of their writes are made at once — a burst does
+// not make a goroutine per viewer runnable, ahead of the checks — and viewers
+// whose writes block (they do not read) neither hold the others back nor
+// lose anything: every viewer gets every message, in order, in frames of one
+// message or batches.
+func TestWritersAreBoundedAndNeverHeldBack(t *testing.T) {
+	const (
+		viewers  = 60
+		writers  = 2
+		messages = 30
+	)
+	v := New(Deps{Instance: "t", Writers: writers})
+	w := Window{Key: "crowd", Policy: "demo"}
+	ln := &slowListener{Listener: mustListen(t), pause: 200 * time.Microsecond}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		conn, err := websocket.Accept(rw, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.CloseNow()
+		v.serve(conn, w, func(time.Time) [][]byte { return [][]byte{[]byte(`{"type":"hello"}`)} })
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got := make([]chan string, viewers)
+	for i := range viewers {
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.CloseNow() })
+		got[i] = make(chan string, messages+1)
+		go readIDs(ctx, conn, got[i])
+		if id := <-got[i]; id != "hello" {
+			t.Fatalf("viewer %d: first %q, want hello", i, id)
+		}
+	}
+	// The server's side of the first two viewers stops being read from
+	// here on: their writes block until let go.
+	stuck := ln.conns()[:writers]
+	for _, c := range stuck {
+		c.block()
+	}
+	ln.measure.Store(true)
+	for k := range messages {
+		v.hub.Publish(w, fmt.Appendf(nil, `{"type":"decision","id":"%d"}`, k))
+	}
+	wantAll := func(i int) {
+		t.Helper()
+		for k := range messages {
+			select {
+			case id := <-got[i]:
+				if id != fmt.Sprint(k) {
+					t.Fatalf("viewer %d: message %s where %d was due", i, id, k)
+				}
+			case <-ctx.Done():
+				t.Fatalf("viewer %d: got %d of %d messages", i, k, messages)
+			}
+		}
+	}
+	// The others get everything while the stuck ones still block: had the
+	// stuck ones kept their writers, nothing would move until their writes
+	// timed out and closed them.
+	for i := writers; i < viewers; i++ {
+		wantAll(i)
+	}
+	for _, c := range stuck {
+		c.unblock()
+	}
+	for i := range writers {
+		wantAll(i)
+	}
+	if most := ln.most.Load(); most > writers {
+		t.Errorf("%d writes were made at once (besides the blocked ones); want at most %d", most, writers)
+	} else {
+		t.Logf("at most %d writes at once", most)
+	}
+}
+
+// readIDs sends the id of every message conn reads ("hello" for the hello),
+// batched frames message by message, until the connection ends.
+func readIDs(ctx context.Context, conn *websocket.Conn, out chan<- string) {
+	for {
+		_, b, err := conn.Read(ctx)
+		if err != nil {
+			close(out)
+			return
+		}
+		var msgs []map[string]string
+		if len(b) > 0 && b[0] == '[' {
+			_ = json.Unmarshal(b, &msgs)
+		} else {
+			var m map[string]string
+			_ = json.Unmarshal(b, &m)
+			msgs = append(msgs, m)
+		}
+		for _, m := range msgs {
+			if m["type"] == "hello" {
+				out <- "hello"
+			} else {
+				out <- m["id"]
+			}
+		}
+	}
+}
+
+func mustListen(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// slowListener's connections take pause over each write, so writes made at
+// once overlap, and count how many overlap (once measure is set), but for
+// those blocked.
+type slowListener struct {
+	net.Listener
+	pause   time.Duration
+	measure atomic.Bool
+	now     atomic.Int64 // writes in progress
+	most    atomic.Int64
+
+	mu   sync.Mutex
+	list []*slowConn
+}
+
+func (l *slowListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	sc := &slowConn{Conn: c, l: l, gate: make(chan struct{}), closed: make(chan struct{})}
+	close(sc.gate)
+	l.mu.Lock()
+	l.list = append(l.list, sc)
+	l.mu.Unlock()
+	return sc, nil
+}
+
+func (l *slowListener) conns() []*slowConn {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*slowConn(nil), l.list...)
+}
+
+type slowConn struct {
+	net.Conn
+	l *slowListener
+
+	mu     sync.Mutex
+	gate   chan struct{} // closed: writes pass
+	closed chan struct{}
+	once   sync.Once
+}
+
+// Close ends a blocked write too, as closing a socket does.
+func (c *slowConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+func (c *slowConn) block() {
+	c.mu.Lock()
+	c.gate = make(chan struct{})
+	c.mu.Unlock()
+}
+
+func (c *slowConn) unblock() {
+	c.mu.Lock()
+	close(c.gate)
+	c.mu.Unlock()
+}
+
+func (c *slowConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	gate := c.gate
+	c.mu.Unlock()
+	select {
+	case <-gate:
+	default: // blocked: waits, uncounted, as a write to a full socket does
+		select {
+		case <-gate:
+			return c.Conn.Write(b)
+		case <-c.closed:
+			return 0, net.ErrClosed
+		}
+	}
+	if c.l.measure.Load() {
+		n := c.l.now.Add(1)
+		defer c.l.now.Add(-1)
+		for most := c.l.most.Load(); n > most && !c.l.most.CompareAndSwap(most, n); most = c.l.most.Load() {
+		}
+	}
+	time.Sleep(c.l.pause)
+	return c.Conn.Write(b)
+}
