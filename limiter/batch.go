@@ -12,11 +12,14 @@ import (
 )
 
 // Batching defaults. A pipeline of 64 scripts keeps Redis busy for well under
-// a millisecond; a few pipelines in flight keep the connection pool and Redis
-// busy while the next batch collects.
+// a millisecond; two in flight keep Redis busy while the next batch collects.
+// Four made batches half the size under load for no more checks a second:
+// most of what a check costs Redis and this process is per pipeline (its
+// reads and writes) and per script call, so fewer, larger batches cost less
+// (BENCHMARKS.md).
 const (
 	DefaultMaxBatch    = 64
-	DefaultMaxInFlight = 4
+	DefaultMaxInFlight = 2
 )
 
 // Option configures a Limiter.
