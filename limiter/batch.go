@@ -243,7 +243,9 @@ func (b *batcher) sendGroup(ctx context.Context, rdb pipeliner, calls []*call, s
 type unit []*call
 
 // combine puts calls into units: each script's calls together (only those of
-// one hash tag unless single), in queue order.
+// one hash tag unless single), in queue order within a unit. Units of
+// different scripts may leave in another order than their calls came: such
+// calls were in flight together, and either order is one they could take.
 func combine(calls []*call, single bool) []unit {
 	units := make([]unit, 0, len(calls))
 	type unitKey struct {
@@ -305,10 +307,12 @@ func (u unit) finish(cmd *redis.Cmd, wait *redis.IntCmd, replicas int, now time.
 		for i := range errs {
 			errs[i] = err
 		}
-	} else if res, errs, err = manyReplies(v, len(u)); err != nil {
-		for i := range errs {
+	} else if r, e, err := manyReplies(v, len(u)); err != nil {
+		for i := range errs { // a reply that is not one per call: each call's error
 			errs[i] = err
 		}
+	} else {
+		res, errs = r, e
 	}
 	for i, c := range u {
 		var r []int64
