@@ -128,9 +128,12 @@ type stream struct {
 	// writeTimeout. It checks the clock itself, so a firing that comes late, after
 	// its write succeeded, cannot close the connection during the next one.
 	watchdog *time.Timer
-	writing  atomic.Int64 // when the write in progress began (UnixNano); 0 between writes
-	stalled  atomic.Bool
-	behind   sync.Once
+	// wmu orders the watchdog's re-arming with the writes' arming it: a
+	// firing of one write must not re-arm the timer over the next one's.
+	wmu     sync.Mutex
+	writing atomic.Int64 // when the write in progress began (UnixNano); 0 between writes
+	stalled atomic.Bool
+	behind  sync.Once
 }
 
 func newStream(v *View, conn *websocket.Conn, w Window) *stream {
@@ -145,6 +148,8 @@ func newStream(v *View, conn *websocket.Conn, w Window) *stream {
 // the connection. It checks the clock itself, so a firing that comes late,
 // after its write ended, does nothing to the next one.
 func (s *stream) watch() {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	start := s.writing.Load()
 	if start == 0 {
 		return
@@ -178,11 +183,15 @@ func (s *stream) write(msgs [][]byte, pooled bool) (held bool, err error) {
 	if pooled {
 		s.place.Store(start)
 	}
+	s.wmu.Lock()
 	s.writing.Store(start)
 	s.watchdog.Reset(min(slowWrite, writeTimeout))
+	s.wmu.Unlock()
 	err = s.conn.Write(context.Background(), websocket.MessageText, frame)
+	s.wmu.Lock()
 	s.writing.Store(0)
 	s.watchdog.Stop()
+	s.wmu.Unlock()
 	held = !pooled || s.place.CompareAndSwap(start, 0)
 	if buf != nil && cap(*buf) <= 2*maxFrame {
 		frames.Put(buf)
@@ -220,35 +229,39 @@ func (s *stream) release() {
 }
 
 // flush is a writer's: it writes what waits for the viewer, in frames of up
-// to maxFrame, until nothing does and no wake-up came meanwhile. It reports
-// whether the writer still holds its place (false: a write was slow).
+// to maxFrame, until nothing does. When more came while it wrote, the stream
+// goes to the back of the queue rather than keeping the writer: a viewer of
+// a busy window must not hold a writer while others wait. It reports whether
+// the writer still holds its place (false: a write was slow).
 func (s *stream) flush(dst [][]byte) (held bool) {
 	held = true
-	for {
-		n := s.kicks.Load()
-		for more := true; more; {
-			var msgs [][]byte
-			msgs, more = s.sub.Take(dst, maxFrame)
-			if len(msgs) == 0 {
-				break
-			}
-			var err error
-			select {
-			case <-s.failed: // until its goroutine ends it, what comes is let go
-			default:
-				var h bool
-				h, err = s.write(msgs, held)
-				held = held && h
-			}
-			clear(msgs) // sent: let the messages go
-			if err != nil {
-				s.failOnce.Do(func() { close(s.failed) })
-			}
+	n := s.kicks.Load()
+	for more := true; more; {
+		var msgs [][]byte
+		msgs, more = s.sub.Take(dst, maxFrame)
+		if len(msgs) == 0 {
+			break
 		}
-		if s.kicks.CompareAndSwap(n, 0) {
-			return held
+		var err error
+		select {
+		case <-s.failed: // until its goroutine ends it, what comes is let go
+		default:
+			var h bool
+			h, err = s.write(msgs, held)
+			held = held && h
+		}
+		clear(msgs) // sent: let the messages go
+		if err != nil {
+			s.failOnce.Do(func() { close(s.failed) })
 		}
 	}
+	if !s.kicks.CompareAndSwap(n, 0) {
+		// Woken meanwhile: queued again, and still this stream's only
+		// writer until a writer takes it from the queue.
+		s.kicks.Store(1)
+		s.v.writers.schedule(s)
+	}
+	return held
 }
 
 // fellBehind counts and closes a viewer that fell behind (SPEC §4: 1013), once.

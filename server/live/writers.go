@@ -47,6 +47,13 @@ func newWriters(max int) *writers {
 // schedule queues s for a writer, starting one when fewer than max run.
 func (ws *writers) schedule(s *stream) {
 	ws.mu.Lock()
+	if ws.head > 0 && len(ws.queue) == cap(ws.queue) {
+		// A queue that never empties (writers always behind) would keep
+		// the slots before head and copy them on every growth: reuse them.
+		n := copy(ws.queue, ws.queue[ws.head:])
+		clear(ws.queue[n:])
+		ws.queue, ws.head = ws.queue[:n], 0
+	}
 	ws.queue = append(ws.queue, s)
 	start := ws.active < ws.max
 	if start {

@@ -220,3 +220,92 @@ func (c *slowConn) Write(b []byte) (int, error) {
 	time.Sleep(c.l.pause)
 	return c.Conn.Write(b)
 }
+
+// TestABusyViewerDoesNotHoldItsWriter: a viewer whose window has news again
+// by the time each write to it ends goes to the back of the queue; with one
+// writer, another viewer's message is still written, while the busy window
+// keeps its news coming (a writer that stayed with the busy viewer would
+// write nothing else until the news stopped).
+func TestABusyViewerDoesNotHoldItsWriter(t *testing.T) {
+	v := New(Deps{Instance: "t", Writers: 1})
+	busy, quiet := Window{Key: "busy", Policy: "demo"}, Window{Key: "quiet", Policy: "demo"}
+	ln := &slowListener{Listener: mustListen(t), pause: 2 * time.Millisecond}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		conn, err := websocket.Accept(rw, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.CloseNow()
+		w := Window{Key: r.URL.Query().Get("key"), Policy: "demo"}
+		v.serve(conn, w, func(time.Time) [][]byte { return [][]byte{[]byte(`{"type":"hello"}`)} })
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dial := func(key string) chan string {
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"?key="+key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.CloseNow() })
+		got := make(chan string, 1<<16)
+		go readIDs(ctx, conn, got)
+		if id := <-got; id != "hello" {
+			t.Fatalf("%s: first %q, want hello", key, id)
+		}
+		return got
+	}
+	_ = dial(busy.Key) // read, never looked at
+	quietGot := dial(quiet.Key)
+
+	stop := make(chan struct{})
+	published := make(chan int)
+	go func() { // news for the busy window, faster than one write
+		n := 0
+		defer func() { published <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v.hub.Publish(busy, fmt.Appendf(nil, `{"type":"decision","id":"%d"}`, n))
+			n++
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond) // the busy viewer's writer is at it
+	v.hub.Publish(quiet, []byte(`{"type":"decision","id":"q"}`))
+	select {
+	case id := <-quietGot:
+		if id != "q" {
+			t.Errorf("the quiet viewer read %q, want q", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the quiet viewer's message was not written within 5 s while the busy window had news")
+	}
+	close(stop)
+	t.Logf("%d messages to the busy window meanwhile", <-published)
+}
+
+// TestTheWriteQueueReusesItsSlots: a queue that never empties — a stream
+// queued again each time one is taken, as when writers are always behind —
+// keeps to the slots it needs instead of growing with every stream it ever
+// held.
+func TestTheWriteQueueReusesItsSlots(t *testing.T) {
+	ws := &writers{max: 0} // no writer starts: the test takes from the queue itself
+	s := &stream{}
+	ws.schedule(s)
+	for range 100_000 {
+		ws.schedule(s)
+		if ws.next() != s {
+			t.Fatal("the queue lost a stream")
+		}
+	}
+	if c := cap(ws.queue); c > 16 {
+		t.Errorf("the queue grew to %d slots holding %d stream(s)", c, len(ws.queue)-ws.head)
+	}
+}
