@@ -20,3 +20,13 @@ func QuotaKey(key string, p Policy, pd Period, startMs int64) string {
 // ManySource, for tests, is a script's many variant: several calls of it in
 // one (see many.go).
 var ManySource = manySource
+
+// ManyArgs, for tests, lays out calls — each its keys and arguments — for a
+// many variant, as the batcher sends them.
+func ManyArgs(keys [][]string, args [][]any) ([]string, []any) {
+	calls := make([]*call, len(keys))
+	for i := range keys {
+		calls[i] = &call{keys: keys[i], args: args[i]}
+	}
+	return manyArgs(calls)
+}

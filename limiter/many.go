@@ -24,14 +24,16 @@ import (
 // manyPrelude and manyLoop wrap a script's body. The body reads the clock
 // through clock(), which reads TIME once per call of the many variant.
 //
-// ARGV[1]  n, the calls; then the number of keys and of arguments of each
+// KEYS are every call's keys, in order. ARGV[1] is n, the calls, and ARGV[2]
+// how their arguments are laid out:
+//   - "same": every call has nk keys and na arguments, which differ only at
+//     the nv positions listed (most batches: one policy, where only the
+//     entry's id differs): nk, na, nv, the positions, the first call's na
+//     arguments, then each call's nv arguments at those positions;
+//   - "each": per call its number of keys and of arguments, then every
+//     call's arguments, in order.
 //
-//	call, once when all calls have as many (most batches: one
-//	policy), else -1 and then per call: its keys, its arguments;
-//	then every call's arguments, in order
-//
-// KEYS     every call's keys, in order
-// Returns one reply per call: its array, or its error.
+// It returns one reply per call: its array, or its error.
 const (
 	manyPrelude = `-- many: the calls of one script in one run (limiter/many.go)
 local clockRead
@@ -43,25 +45,36 @@ local function decideOne(KEYS, ARGV)
 `
 	manyLoop = `
 end
-local n = tonumber(ARGV[1])
-local nk, na = tonumber(ARGV[2]), tonumber(ARGV[3])
-local each = nk < 0 -- a count of keys and arguments per call
-local replies = {}
-local k, a = 0, 3
-if each then a = 2 + 2 * n end
-for i = 1, n do
-  if each then nk, na = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i]) end
-  local keys, args = {}, {}
-  for j = 1, nk do keys[j] = KEYS[k + j] end
-  for j = 1, na do args[j] = ARGV[a + j] end
-  k, a = k + nk, a + na
+local function run(keys, args)
   local ok, r = pcall(decideOne, keys, args)
-  if ok then
-    replies[i] = r
-  elseif type(r) == 'table' and r.err then
-    replies[i] = r
-  else
-    replies[i] = {err = tostring(r)}
+  if ok or (type(r) == 'table' and r.err) then return r end
+  return {err = tostring(r)}
+end
+local n = tonumber(ARGV[1])
+local replies = {}
+if ARGV[2] == 'each' then
+  local k, a = 0, 2 + 2 * n
+  for i = 1, n do
+    local nk, na = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+    local keys, args = {}, {}
+    for j = 1, nk do keys[j] = KEYS[k + j] end
+    for j = 1, na do args[j] = ARGV[a + j] end
+    k, a = k + nk, a + na
+    replies[i] = run(keys, args)
+  end
+else
+  local nk, na, nv = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local at = {}
+  for j = 1, nv do at[j] = tonumber(ARGV[5 + j]) end
+  local base = 5 + nv -- the first call's arguments follow
+  local a = base + na -- then each call's differing ones
+  for i = 1, n do
+    local keys, args = {}, {}
+    for j = 1, nk do keys[j] = KEYS[(i - 1) * nk + j] end
+    for j = 1, na do args[j] = ARGV[base + j] end
+    for j = 1, nv do args[at[j]] = ARGV[a + j] end
+    a = a + nv
+    replies[i] = run(keys, args)
   end
 end
 return replies
@@ -80,33 +93,69 @@ func manySource(src string) string {
 // manyOf is each script's many variant.
 var manyOf = map[*redis.Script]*redis.Script{}
 
-// manyArgs lays out calls for their script's many variant.
+// manyArgs lays out calls for their script's many variant (see manyPrelude).
 func manyArgs(calls []*call) ([]string, []any) {
+	first := calls[0]
 	nk, na := 0, 0
-	uniform := true
+	same := true
 	for _, c := range calls {
 		nk += len(c.keys)
 		na += len(c.args)
-		uniform = uniform && len(c.keys) == len(calls[0].keys) && len(c.args) == len(calls[0].args)
+		same = same && len(c.keys) == len(first.keys) && len(c.args) == len(first.args)
 	}
 	keys := make([]string, 0, nk)
-	args := make([]any, 0, 3+2*len(calls)+na)
-	args = append(args, len(calls))
-	if uniform {
-		args = append(args, len(calls[0].keys), len(calls[0].args))
-	} else {
-		args = append(args, -1)
-		for _, c := range calls {
-			args = append(args, len(c.keys), len(c.args))
-		}
-	}
 	for _, c := range calls {
 		keys = append(keys, c.keys...)
 	}
+	if !same {
+		args := make([]any, 0, 2+2*len(calls)+na)
+		args = append(args, len(calls), "each")
+		for _, c := range calls {
+			args = append(args, len(c.keys), len(c.args))
+		}
+		for _, c := range calls {
+			args = append(args, c.args...)
+		}
+		return keys, args
+	}
+	var differ []int // positions, from 1, where some call's argument differs
+	for j, a := range first.args {
+		for _, c := range calls[1:] {
+			if !sameArg(a, c.args[j]) {
+				differ = append(differ, j+1)
+				break
+			}
+		}
+	}
+	args := make([]any, 0, 5+len(differ)+len(first.args)+len(calls)*len(differ))
+	args = append(args, len(calls), "same", len(first.keys), len(first.args), len(differ))
+	for _, j := range differ {
+		args = append(args, j)
+	}
+	args = append(args, first.args...)
 	for _, c := range calls {
-		args = append(args, c.args...)
+		for _, j := range differ {
+			args = append(args, c.args[j-1])
+		}
 	}
 	return keys, args
+}
+
+// sameArg reports whether a and b reach Redis as the same argument; values
+// of other types than the limiter sends count as different.
+func sameArg(a, b any) bool {
+	switch a := a.(type) {
+	case string:
+		b, ok := b.(string)
+		return ok && a == b
+	case int:
+		b, ok := b.(int)
+		return ok && a == b
+	case int64:
+		b, ok := b.(int64)
+		return ok && a == b
+	}
+	return false
 }
 
 // manyReplies reads a many variant's reply: n replies, each an array of

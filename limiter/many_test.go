@@ -20,8 +20,9 @@ import (
 )
 
 // TestCheckManyAgainstDefinition runs random batches of check calls — up to
-// eight, on up to three logs, so later calls see what earlier ones recorded
-// — as one call of the check script's many variant, and holds every reply,
+// eight, on up to three logs, so later calls see what earlier ones recorded;
+// half of them of one policy, cost and bound, so only the ids differ — as one
+// call of the check script's many variant, laid out as the batcher lays it, and holds every reply,
 // and each log left behind, to the definition applied call after call at the
 // batch's one now, as if they were separate calls in that order.
 func TestCheckManyAgainstDefinition(t *testing.T) {
@@ -70,11 +71,14 @@ func checkMany(t *testing.T, c *redis.Client, many *redis.Script, rng *rand.Rand
 	calls := make([]scriptCall, n)
 	on := make([]string, n)
 	members := make([]string, n)
-	keys := make([]string, 0, n)
-	args := []any{n, -1} // calls of different arguments: a count per call
-	var rest []any
+	keys := make([][]string, n)
+	args := make([][]any, n)
+	alike := rng.IntN(2) == 0 // one policy, cost and bound for all: only the ids differ
 	for j := range calls {
 		calls[j], on[j], members[j] = randomCall(rng), logs[rng.IntN(len(logs))], uuid.NewString()
+		if alike && j > 0 {
+			calls[j].rules, calls[j].cost, calls[j].maxEvict, calls[j].peek = calls[0].rules, calls[0].cost, calls[0].maxEvict, calls[0].peek
+		}
 		if calls[j].peek {
 			members[j] = ""
 		}
@@ -82,11 +86,10 @@ func checkMany(t *testing.T, c *redis.Client, many *redis.Script, rng *rand.Rand
 		for _, r := range calls[j].rules {
 			a = append(a, r[0], r[1])
 		}
-		keys = append(keys, on[j])
-		args = append(args, 1, len(a))
-		rest = append(rest, a...)
+		keys[j], args[j] = []string{on[j]}, a
 	}
-	raw, err := many.Run(ctx, c, keys, append(args, rest...)...).Slice()
+	flatKeys, flatArgs := limiter.ManyArgs(keys, args)
+	raw, err := many.Run(ctx, c, flatKeys, flatArgs...).Slice()
 	if err != nil || len(raw) != n {
 		t.Fatalf("batch %d: %v, %d replies for %d calls", i, err, len(raw), n)
 	}
@@ -141,9 +144,8 @@ func TestCheckManyKeepsAnErrorToItsCall(t *testing.T) {
 				t.Fatal(err)
 			}
 			one := func(m string) []any { return []any{1, m, 1000, 10, 60000} }
-			args := []any{3, 1, 5} // three calls of one key and five arguments each
-			args = append(append(append(args, one("a")...), one("b")...), one("c")...)
-			raw, err := many.Run(ctx, c, []string{good, bad, good}, args...).Slice()
+			keys, args := limiter.ManyArgs([][]string{{good}, {bad}, {good}}, [][]any{one("a"), one("b"), one("c")})
+			raw, err := many.Run(ctx, c, keys, args...).Slice()
 			if err != nil || len(raw) != 3 {
 				t.Fatalf("the batch: %v, %v", raw, err)
 			}
