@@ -171,7 +171,8 @@ func (l *slowListener) conns() []*slowConn {
 
 type slowConn struct {
 	net.Conn
-	l *slowListener
+	l      *slowListener
+	writes atomic.Int64 // writes made (the blocked ones once they pass)
 
 	mu     sync.Mutex
 	gate   chan struct{} // closed: writes pass
@@ -198,6 +199,7 @@ func (c *slowConn) unblock() {
 }
 
 func (c *slowConn) Write(b []byte) (int, error) {
+	c.writes.Add(1)
 	c.mu.Lock()
 	gate := c.gate
 	c.mu.Unlock()
@@ -222,10 +224,11 @@ func (c *slowConn) Write(b []byte) (int, error) {
 }
 
 // TestABusyViewerDoesNotHoldItsWriter: a viewer whose window has news again
-// by the time each write to it ends goes to the back of the queue; with one
-// writer, another viewer's message is still written, while the busy window
-// keeps its news coming (a writer that stayed with the busy viewer would
-// write nothing else until the news stopped).
+// by the time each write to it ends lets the others go first after a few
+// writes; with one writer, another viewer's message is written after a
+// handful of the busy viewer's writes, while the busy window keeps its news
+// coming (a writer that stayed with the busy viewer would write nothing else
+// until the news stopped, or until one of its writes took 20 ms).
 func TestABusyViewerDoesNotHoldItsWriter(t *testing.T) {
 	v := New(Deps{Instance: "t", Writers: 1})
 	busy, quiet := Window{Key: "busy", Policy: "demo"}, Window{Key: "quiet", Policy: "demo"}
@@ -260,6 +263,7 @@ func TestABusyViewerDoesNotHoldItsWriter(t *testing.T) {
 	}
 	_ = dial(busy.Key) // read, never looked at
 	quietGot := dial(quiet.Key)
+	busyConn := ln.conns()[0]
 
 	stop := make(chan struct{})
 	published := make(chan int)
@@ -278,11 +282,15 @@ func TestABusyViewerDoesNotHoldItsWriter(t *testing.T) {
 		}
 	}()
 	time.Sleep(50 * time.Millisecond) // the busy viewer's writer is at it
+	before := busyConn.writes.Load()
 	v.hub.Publish(quiet, []byte(`{"type":"decision","id":"q"}`))
 	select {
 	case id := <-quietGot:
 		if id != "q" {
 			t.Errorf("the quiet viewer read %q, want q", id)
+		}
+		if n := busyConn.writes.Load() - before; n > 5*flushPasses {
+			t.Errorf("the busy viewer got %d writes before the quiet viewer's one; want a few (passes: %d)", n, flushPasses)
 		}
 	case <-time.After(5 * time.Second):
 		t.Error("the quiet viewer's message was not written within 5 s while the busy window had news")
