@@ -128,12 +128,9 @@ type stream struct {
 	// writeTimeout. It checks the clock itself, so a firing that comes late, after
 	// its write succeeded, cannot close the connection during the next one.
 	watchdog *time.Timer
-	// wmu orders the watchdog's re-arming with the writes' arming it: a
-	// firing of one write must not re-arm the timer over the next one's.
-	wmu     sync.Mutex
-	writing atomic.Int64 // when the write in progress began (UnixNano); 0 between writes
-	stalled atomic.Bool
-	behind  sync.Once
+	writing  atomic.Int64 // when the write in progress began (UnixNano); 0 between writes
+	stalled  atomic.Bool
+	behind   sync.Once
 }
 
 func newStream(v *View, conn *websocket.Conn, w Window) *stream {
@@ -148,8 +145,6 @@ func newStream(v *View, conn *websocket.Conn, w Window) *stream {
 // the connection. It checks the clock itself, so a firing that comes late,
 // after its write ended, does nothing to the next one.
 func (s *stream) watch() {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
 	start := s.writing.Load()
 	if start == 0 {
 		return
@@ -183,15 +178,11 @@ func (s *stream) write(msgs [][]byte, pooled bool) (held bool, err error) {
 	if pooled {
 		s.place.Store(start)
 	}
-	s.wmu.Lock()
 	s.writing.Store(start)
 	s.watchdog.Reset(min(slowWrite, writeTimeout))
-	s.wmu.Unlock()
 	err = s.conn.Write(context.Background(), websocket.MessageText, frame)
-	s.wmu.Lock()
 	s.writing.Store(0)
 	s.watchdog.Stop()
-	s.wmu.Unlock()
 	held = !pooled || s.place.CompareAndSwap(start, 0)
 	if buf != nil && cap(*buf) <= 2*maxFrame {
 		frames.Put(buf)
