@@ -27,14 +27,8 @@ var policyOptions = map[string]func(p *Policy, value string, given bool) error{
 		p.Shadow = true
 		return nil
 	},
-	"lock": func(p *Policy, v string, given bool) error {
-		d, err := time.ParseDuration(v)
-		if !given || err != nil || d < MinLock || d > MaxLock || d%time.Second != 0 {
-			return errors.New("want whole seconds from 1s to 24h, e.g. +lock=15m")
-		}
-		p.Lock = d
-		return nil
-	},
+	"lock": durationOption(MinLock, MaxLock, time.Second, "want whole seconds from 1s to 24h, e.g. +lock=15m",
+		func(p *Policy, d time.Duration) { p.Lock = d }),
 	"tz": func(p *Policy, v string, given bool) error {
 		if !given || v == "" {
 			return errors.New("want an IANA time zone, e.g. +tz=Europe/Berlin")
@@ -45,14 +39,21 @@ var policyOptions = map[string]func(p *Policy, value string, given bool) error{
 		p.Timezone = v
 		return nil
 	},
-	"lease": func(p *Policy, v string, given bool) error {
+	"lease": durationOption(MinLease, MaxLease, time.Millisecond, "want whole milliseconds from 1s to 24h, e.g. +lease=45s",
+		func(p *Policy, d time.Duration) { p.Lease = d }),
+}
+
+// durationOption is an option whose value is a duration from lo to hi in
+// whole units; want is its error.
+func durationOption(lo, hi, unit time.Duration, want string, set func(*Policy, time.Duration)) func(*Policy, string, bool) error {
+	return func(p *Policy, v string, given bool) error {
 		d, err := time.ParseDuration(v)
-		if !given || err != nil || d < MinLease || d > MaxLease || d%time.Millisecond != 0 {
-			return errors.New("want whole milliseconds from 1s to 24h, e.g. +lease=45s")
+		if !given || err != nil || d < lo || d > hi || d%unit != 0 {
+			return errors.New(want)
 		}
-		p.Lease = d
+		set(p, d)
 		return nil
-	},
+	}
 }
 
 // ParsePolicy reads NAME=RULE[,RULE…] followed, in any order, by
