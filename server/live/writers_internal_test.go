@@ -30,24 +30,13 @@ func TestWritersAreBoundedAndNeverHeldBack(t *testing.T) {
 	)
 	v := New(Deps{Instance: "t", Writers: writers})
 	w := Window{Key: "crowd", Policy: "demo"}
-	ln := &slowListener{Listener: mustListen(t), pause: 200 * time.Microsecond}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		conn, err := websocket.Accept(rw, r, nil)
-		if err != nil {
-			return
-		}
-		defer conn.CloseNow()
-		v.serve(conn, w, func(time.Time) [][]byte { return [][]byte{[]byte(`{"type":"hello"}`)} })
-	}))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
+	srv, ln := serveSlowly(t, v, 200*time.Microsecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	got := make([]chan string, viewers)
 	for i := range viewers {
-		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http"), nil)
+		conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"?key="+w.Key, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,6 +87,27 @@ func TestWritersAreBoundedAndNeverHeldBack(t *testing.T) {
 	} else {
 		t.Logf("at most %d writes at once", most)
 	}
+}
+
+// serveSlowly serves v's streams — the window named by the query's key, of
+// policy demo, with a hello first — on a slowListener pausing over each
+// write.
+func serveSlowly(t *testing.T, v *View, pause time.Duration) (*httptest.Server, *slowListener) {
+	t.Helper()
+	ln := &slowListener{Listener: mustListen(t), pause: pause}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		conn, err := websocket.Accept(rw, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.CloseNow()
+		w := Window{Key: r.URL.Query().Get("key"), Policy: "demo"}
+		v.serve(conn, w, func(time.Time) [][]byte { return [][]byte{[]byte(`{"type":"hello"}`)} })
+	}))
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, ln
 }
 
 // readIDs sends the id of every message conn reads ("hello" for the hello),
@@ -232,19 +242,7 @@ func (c *slowConn) Write(b []byte) (int, error) {
 func TestABusyViewerDoesNotHoldItsWriter(t *testing.T) {
 	v := New(Deps{Instance: "t", Writers: 1})
 	busy, quiet := Window{Key: "busy", Policy: "demo"}, Window{Key: "quiet", Policy: "demo"}
-	ln := &slowListener{Listener: mustListen(t), pause: 2 * time.Millisecond}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		conn, err := websocket.Accept(rw, r, nil)
-		if err != nil {
-			return
-		}
-		defer conn.CloseNow()
-		w := Window{Key: r.URL.Query().Get("key"), Policy: "demo"}
-		v.serve(conn, w, func(time.Time) [][]byte { return [][]byte{[]byte(`{"type":"hello"}`)} })
-	}))
-	srv.Listener = ln
-	srv.Start()
-	t.Cleanup(srv.Close)
+	srv, ln := serveSlowly(t, v, 2*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
