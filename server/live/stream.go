@@ -76,31 +76,42 @@ func (v *View) serve(conn *websocket.Conn, w Window, first func(since time.Time)
 	for {
 		select {
 		case <-s.failed:
-			if errors.Is(sub.Err(), hub.ErrSlow) || s.stalled.Load() {
-				s.fellBehind()
-			}
+			s.endedBehind()
 			return
 		case <-sub.Done():
-			if errors.Is(sub.Err(), hub.ErrSlow) {
-				s.fellBehind()
-				return
+			if !s.endedBehind() {
+				_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
 			}
-			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
 			return
 		case <-ping.C:
 			pctx, cancel := context.WithTimeout(ctx, writeTimeout)
 			err := conn.Ping(pctx)
 			cancel()
 			if err != nil {
+				s.endedBehind()
 				return
 			}
 		case <-v.ctx.Done():
 			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
 			return
 		case <-ctx.Done():
+			// The watchdog's close of a stalled write ends the reads too, and
+			// that may be seen before the writer reports its failed write.
+			s.endedBehind()
 			return
 		}
 	}
+}
+
+// endedBehind counts and closes the viewer as one that fell behind when it
+// did (dropped by the hub, or a write stalled past writeTimeout), whichever
+// way its end was first seen; it reports whether it had.
+func (s *stream) endedBehind() bool {
+	if errors.Is(s.sub.Err(), hub.ErrSlow) || s.stalled.Load() {
+		s.fellBehind()
+		return true
+	}
+	return false
 }
 
 // stream writes frames to one viewer.
@@ -160,6 +171,12 @@ func (s *stream) watch() {
 	}
 	if took >= slowWrite {
 		s.watchdog.Reset(writeTimeout - took)
+		if s.writing.Load() != start {
+			// The write ended meanwhile, and the next one may have armed
+			// the watchdog before this Reset replaced it: arm it as that
+			// write does (a firing with no write in progress does nothing).
+			s.watchdog.Reset(min(slowWrite, writeTimeout))
+		}
 	}
 }
 
@@ -197,9 +214,7 @@ func (s *stream) deliver(msgs [][]byte, pooled bool) bool {
 	if _, err := s.write(msgs, pooled); err == nil {
 		return true
 	}
-	if errors.Is(s.sub.Err(), hub.ErrSlow) || s.stalled.Load() {
-		s.fellBehind()
-	}
+	s.endedBehind()
 	return false
 }
 

@@ -183,6 +183,9 @@ type slowConn struct {
 	net.Conn
 	l      *slowListener
 	writes atomic.Int64 // writes made (the blocked ones once they pass)
+	// failLate is how long a blocked write takes to fail once the
+	// connection is closed (UnixNano duration; 0: at once).
+	failLate atomic.Int64
 
 	mu     sync.Mutex
 	gate   chan struct{} // closed: writes pass
@@ -220,6 +223,7 @@ func (c *slowConn) Write(b []byte) (int, error) {
 		case <-gate:
 			return c.Conn.Write(b)
 		case <-c.closed:
+			time.Sleep(time.Duration(c.failLate.Load()))
 			return 0, net.ErrClosed
 		}
 	}
@@ -315,3 +319,45 @@ func TestTheWriteQueueReusesItsSlots(t *testing.T) {
 		t.Errorf("the queue grew to %d slots holding %d stream(s)", c, len(ws.queue)-ws.head)
 	}
 }
+
+// TestAStalledViewerIsCountedHoweverItsEndIsSeen: a viewer whose write
+// stalls past writeTimeout is closed and counted as fallen behind, also when
+// its closed connection ends the stream's reads before the stalled write
+// reports its failure (the order seen under -race on a loaded machine).
+func TestAStalledViewerIsCountedHoweverItsEndIsSeen(t *testing.T) {
+	var dropped countMetric
+	v := New(Deps{Instance: "t", Writers: 1, Metrics: Metrics{DroppedSlow: &dropped}})
+	w := Window{Key: "stalls", Policy: "demo"}
+	srv, ln := serveSlowly(t, v, 0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(srv.URL, "http")+"?key="+w.Key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	got := make(chan string, 8)
+	go readIDs(ctx, conn, got)
+	if id := <-got; id != "hello" {
+		t.Fatalf("first %q, want hello", id)
+	}
+	stuck := ln.conns()[0]
+	stuck.failLate.Store(int64(time.Second))
+	stuck.block()
+	v.hub.Publish(w, []byte(`{"type":"decision","id":"1"}`))
+	for dropped.n.Load() == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the stalled viewer was not counted as fallen behind")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if n := dropped.n.Load(); n != 1 {
+		t.Errorf("counted %d drops, want 1", n)
+	}
+}
+
+type countMetric struct{ n atomic.Int64 }
+
+func (c *countMetric) Inc() { c.n.Add(1) }
