@@ -86,25 +86,27 @@ for i = 1, nrules do
 end
 local cutoff = now - longest
 
--- step read [ZRANGE ZCARD] read the oldest entry and count the log
--- The oldest entry says whether anything expired: when it is inside the
--- longest window nothing did, and no eviction call is needed. (Reading more
--- of the oldest entries, to evict a few without another call, measured no
--- cheaper: every entry read is a member and a score formatted for Lua.)
+-- step read [ZCARD] count the log
 -- Eviction is bounded so no call blocks Redis for long; counting never
 -- relies on it.
-local oldest = nil -- nil: empty, or a policy of quotas alone, which keeps no log
-if nrules > 0 then oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2]) end
+local oldest = nil -- the oldest entry's score once read; nil: not read
 local total, stale = 0, 0 -- stale: expired entries left beyond maxEvict
-if oldest then
-  total = redis.call('ZCARD', key)
-  -- step evict [ZREMRANGEBYSCORE ZCOUNT ZREMRANGEBYRANK] the oldest is out of the longest window: evict entries with score ≤ now − window, at most 1,000 a call
-  if oldest <= cutoff then
-    oldest = nil -- evicted; read again if needed
-    if total <= maxEvict then
-      total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
-    else
-      local expired = redis.call('ZCOUNT', key, '-inf', cutoff)
+-- A policy of quotas alone keeps no log.
+if nrules > 0 then total = redis.call('ZCARD', key) end
+-- step evict [ZREMRANGEBYSCORE ZRANGE ZCOUNT ZREMRANGEBYRANK] evict entries with score ≤ now − window, at most 1,000 a call
+-- A log of at most maxEvict entries is evicted in one call, without
+-- reading its oldest entry first: under steady traffic most checks find
+-- something expired, and reading the oldest before and again after the
+-- eviction cost more than evicting outright. A longer log is evicted from
+-- its oldest, maxEvict at most.
+if total > 0 then
+  if total <= maxEvict then
+    total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', tostring(cutoff))
+  else
+    oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2])
+    if oldest <= cutoff then
+      oldest = nil -- evicted; read again if needed
+      local expired = redis.call('ZCOUNT', key, '-inf', tostring(cutoff))
       local n = math.min(expired, maxEvict)
       redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
       total, stale = total - n, expired - n
@@ -115,7 +117,8 @@ end
 -- The score at rank r (0 = the oldest) as a number.
 local function scoreAt(r)
   if r == 0 and oldest then return oldest end
-  local s = tostring(r)
+  local s = '0'
+  if r > 0 then s = tostring(r) end
   local score = tonumber(redis.call('ZRANGE', key, s, s, 'WITHSCORES')[2])
   if r == 0 then oldest = score end
   return score
