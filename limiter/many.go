@@ -24,6 +24,16 @@ import (
 // manyPrelude and manyLoop wrap a script's body. The body reads the clock
 // through clock(), which reads TIME once per call of the many variant.
 //
+// Converting between numbers and strings is much of what a decision costs
+// Redis: Lua's tonumber parses a string twice with strtod, and a number
+// becomes a string through sprintf. Within one many call most of those
+// conversions repeat — the calls share their rules' arguments and the
+// clock, so their cutoffs and scores too — so the body's tonumber and
+// tostring remember what they converted for the rest of the call. The
+// clock is read as numbers once, and every call's KEYS and ARGV are the
+// same two tables, changed where the calls differ (no script writes to
+// them).
+//
 // KEYS are every call's keys, in order. ARGV[1] is n, the calls, and ARGV[2]
 // how their arguments are laid out:
 //   - "same": every call has nk keys and na arguments, which differ only at
@@ -36,9 +46,30 @@ import (
 // It returns one reply per call: its array, or its error.
 const (
 	manyPrelude = `-- many: the calls of one script in one run (limiter/many.go)
+local rawTonumber, rawTostring = tonumber, tostring
+local numberOf, stringOf = {}, {}
+local function tonumber(v)
+  local n = numberOf[v]
+  if n == nil then
+    n = rawTonumber(v)
+    if n ~= nil and n == n and type(v) == 'string' then numberOf[v] = n end
+  end
+  return n
+end
+local function tostring(v)
+  local s = stringOf[v]
+  if s == nil then
+    s = rawTostring(v)
+    if type(v) == 'number' and v == v then stringOf[v] = s end
+  end
+  return s
+end
 local clockRead
 local function clock()
-  if not clockRead then clockRead = redis.call('TIME') end
+  if not clockRead then
+    local t = redis.call('TIME')
+    clockRead = {rawTonumber(t[1]), rawTonumber(t[2])}
+  end
   return clockRead
 end
 local function decideOne(KEYS, ARGV)
@@ -68,10 +99,10 @@ else
   for j = 1, nv do at[j] = tonumber(ARGV[5 + j]) end
   local base = 5 + nv -- the first call's arguments follow
   local a = base + na -- then each call's differing ones
+  local keys, args = {}, {}
+  for j = 1, na do args[j] = ARGV[base + j] end
   for i = 1, n do
-    local keys, args = {}, {}
     for j = 1, nk do keys[j] = KEYS[(i - 1) * nk + j] end
-    for j = 1, na do args[j] = ARGV[base + j] end
     for j = 1, nv do args[at[j]] = ARGV[a + j] end
     a = a + nv
     replies[i] = run(keys, args)
