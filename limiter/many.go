@@ -28,8 +28,8 @@ import (
 // Redis: Lua's tonumber parses a string twice with strtod, and a number
 // becomes a string through sprintf. Within one many call most of those
 // conversions repeat — the calls share their rules' arguments and the
-// clock, so their cutoffs and scores too — so the body's tonumber and
-// tostring remember what they converted for the rest of the call. The
+// clock, so their cutoffs and scores too — so the body's tonumber (in base
+// 10) and tostring remember what they converted for the rest of the call. The
 // clock is read as numbers once, and every call's KEYS and ARGV are the
 // same two tables, changed where the calls differ (no script writes to
 // them).
@@ -48,7 +48,8 @@ const (
 	manyPrelude = `-- many: the calls of one script in one run (limiter/many.go)
 local rawTonumber, rawTostring = tonumber, tostring
 local numberOf, stringOf = {}, {}
-local function tonumber(v)
+local function tonumber(v, base)
+  if base then return rawTonumber(v, base) end
   local n = numberOf[v]
   if n == nil then
     n = rawTonumber(v)
