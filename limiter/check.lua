@@ -94,22 +94,28 @@ local total, stale = 0, 0 -- stale: expired entries left beyond maxEvict
 -- A policy of quotas alone keeps no log.
 if nrules > 0 then total = redis.call('ZCARD', key) end
 -- step evict [ZREMRANGEBYSCORE ZRANGE ZCOUNT ZREMRANGEBYRANK] evict entries with score ≤ now − window, at most 1,000 a call
--- A log of at most maxEvict entries is evicted in one call, without
+-- A check's log of at most maxEvict entries is evicted in one call, without
 -- reading its oldest entry first: under steady traffic most checks find
 -- something expired, and reading the oldest before and again after the
--- eviction cost more than evicting outright. A longer log is evicted from
--- its oldest, maxEvict at most.
+-- eviction cost more than evicting outright. A peek reads the oldest first
+-- and evicts only when something expired, so it writes nothing otherwise
+-- (a master short of replicas refuses every write, one that removes nothing
+-- too). A longer log is evicted from its oldest, maxEvict at most.
 if total > 0 then
-  if total <= maxEvict then
+  if total <= maxEvict and member ~= '' then
     total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', tostring(cutoff))
   else
     oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2])
     if oldest <= cutoff then
       oldest = nil -- evicted; read again if needed
-      local expired = redis.call('ZCOUNT', key, '-inf', tostring(cutoff))
-      local n = math.min(expired, maxEvict)
-      redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
-      total, stale = total - n, expired - n
+      if total <= maxEvict then
+        total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', tostring(cutoff))
+      else
+        local expired = redis.call('ZCOUNT', key, '-inf', tostring(cutoff))
+        local n = math.min(expired, maxEvict)
+        redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
+        total, stale = total - n, expired - n
+      end
     end
   end
 end

@@ -159,3 +159,30 @@ func TestCountDeniedNotCached(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekOfALogWithNothingExpiredWritesNothing: a peek of a log whose
+// entries are all inside the window makes no write, so it is answered by a
+// master that refuses writes (too few replicas), where a check fails.
+func TestPeekOfALogWithNothingExpiredWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, redistest.Start(t).URL)
+	lim := limiter.New(c)
+	p := mustPolicy(t, "p=5/1m")
+	key := uniqueKey(t)
+	if _, err := lim.Allow(ctx, key, p, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := lim.Peek(ctx, key, p, 1)
+	if err != nil {
+		t.Fatalf("peek on a master refusing writes: %v", err)
+	}
+	if !d.Allowed || d.Rules[0].Count != 1 {
+		t.Errorf("peek: %+v, want allowed with the one entry counted", d)
+	}
+	if _, err := lim.Allow(ctx, key, p, 1); err == nil {
+		t.Error("a check was recorded on a master refusing writes: the test proves nothing")
+	}
+}
