@@ -92,7 +92,9 @@ func (v *View) serve(conn *websocket.Conn, w Window, first func(since time.Time)
 				return
 			}
 		case <-v.ctx.Done():
-			_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+			if !s.endedBehind() {
+				_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+			}
 			return
 		case <-ctx.Done():
 			// The watchdog's close of a stalled write ends the reads too, and
