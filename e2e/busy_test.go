@@ -158,10 +158,7 @@ func TestBusyWindow(t *testing.T) {
 		}
 	}
 	if !loaded {
-		if testload.Strict() {
-			t.Fatalf("no window got 1,000 answered checks/s (at best %.0f): the test did not test what it says", best)
-		}
-		t.Skipf("no window got 1,000 answered checks/s (at best %.0f): the machine is too busy to test a busy window (RATESCOPE_TEST_STRICT_TIMING=1 fails instead)", best)
+		testload.Skip(t, fmt.Sprintf("no window got 1,000 answered checks/s (at best %.0f): the machine is too busy to test a busy window", best))
 	}
 	if bound := fpsBound(minFPS, blank); res.FPS < bound {
 		testload.Miss(t, fmt.Sprintf("%.1f fps under load, want ≥ %.1f (%d, less what a blank page lost meanwhile: it drew %.1f)", res.FPS, bound, minFPS, blank.FPS))

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ratescope/ratescope/internal/redistest"
+	"github.com/ratescope/ratescope/internal/testload"
 	"github.com/ratescope/ratescope/limiter"
 )
 
@@ -204,7 +205,7 @@ func TestDenyCacheNeverOutlivesTheTrueRetry(t *testing.T) {
 			// slower (the embedded Redis on busy cores).
 			if close := 500 + (fillTook + 2*step).Milliseconds(); cached == 0 || deadline-lastCachedAt > close {
 				if lost() {
-					t.Skipf("the cache lost its subscription during the test (a ping unanswered for 500 ms: the machine is too busy to measure this); %d cached answers", cached)
+					testload.Skip(t, fmt.Sprintf("the cache lost its subscription during the test (a ping unanswered for 500 ms: the machine is too busy to measure this); %d cached answers", cached))
 				}
 				t.Errorf("%d cached answers, the last at %d ms before the deadline: want the cache to answer until close to it (%d ms: 500 + the fill's %v + two steps of %v)", cached, deadline-lastCachedAt, close, fillTook, step)
 			}
@@ -361,7 +362,7 @@ func TestDenyCacheBound(t *testing.T) {
 			// Sharded (from 1,024 on), each shard is full only nearly surely.
 			if st := lim.DenyCacheStats(); st.Entries > size || st.Entries < size*9/10 || st.Size != size {
 				if st.Entries <= size && lost() {
-					t.Skipf("after %d denials: %+v; the cache lost its subscription meanwhile and started empty (a ping unanswered for 500 ms: the machine is too busy to fill it)", keys, st)
+					testload.Skip(t, fmt.Sprintf("after %d denials: %+v; the cache lost its subscription meanwhile and started empty (a ping unanswered for 500 ms: the machine is too busy to fill it)", keys, st))
 				}
 				t.Fatalf("after %d denials: %+v, want it full at %d", keys, st, size)
 			}
@@ -376,7 +377,7 @@ func TestDenyCacheBound(t *testing.T) {
 			allow(t, lim, second, p, 1)
 			if d := allow(t, lim, first, p, 1); !d.Cached {
 				if lost() {
-					t.Skipf("the cache lost its subscription during the test (the machine is too busy)")
+					testload.Skip(t, "the cache lost its subscription during the test (the machine is too busy)")
 				}
 				t.Fatalf("%s was just denied and is not cached: %+v", first, d)
 			}
@@ -462,5 +463,5 @@ func TestDenyCacheWaitOutAStall(t *testing.T) {
 		}
 		return
 	}
-	t.Skip("the cache lost its subscription in every stall: the machine is too busy to measure this")
+	testload.Skip(t, "the cache lost its subscription in every stall: the machine is too busy to measure this")
 }

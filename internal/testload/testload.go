@@ -39,3 +39,14 @@ func Miss(t testing.TB, msg string) {
 	}
 	t.Error(msg)
 }
+
+// Skip skips a test the machine was too busy to judge at all (msg says
+// why), or fails it under RATESCOPE_TEST_STRICT_TIMING=1, where a skip
+// would hide a test that never tested what it says.
+func Skip(t testing.TB, msg string) {
+	t.Helper()
+	if Strict() {
+		t.Fatalf("%s; RATESCOPE_TEST_STRICT_TIMING=1 makes this a failure", msg)
+	}
+	t.Skip(msg + " (RATESCOPE_TEST_STRICT_TIMING=1 fails instead)")
+}
