@@ -102,20 +102,20 @@ if nrules > 0 then total = redis.call('ZCARD', key) end
 -- (a master short of replicas refuses every write, one that removes nothing
 -- too). A longer log is evicted from its oldest, maxEvict at most.
 if total > 0 then
-  if total <= maxEvict and member ~= '' then
-    total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', tostring(cutoff))
-  else
+  local evict = total <= maxEvict and member ~= ''
+  if not evict then
     oldest = tonumber(redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')[2])
-    if oldest <= cutoff then
-      oldest = nil -- evicted; read again if needed
-      if total <= maxEvict then
-        total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', tostring(cutoff))
-      else
-        local expired = redis.call('ZCOUNT', key, '-inf', tostring(cutoff))
-        local n = math.min(expired, maxEvict)
-        redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
-        total, stale = total - n, expired - n
-      end
+    evict = oldest <= cutoff
+  end
+  if evict then
+    oldest = nil -- evicted, or never read; read when needed
+    if total <= maxEvict then
+      total = total - redis.call('ZREMRANGEBYSCORE', key, '-inf', tostring(cutoff))
+    else
+      local expired = redis.call('ZCOUNT', key, '-inf', tostring(cutoff))
+      local n = math.min(expired, maxEvict)
+      redis.call('ZREMRANGEBYRANK', key, '0', tostring(n - 1))
+      total, stale = total - n, expired - n
     end
   end
 end
