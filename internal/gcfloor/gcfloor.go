@@ -5,10 +5,11 @@
 // with the runtime's default (GOGC=100, a 4 MB minimum goal) a busy instance
 // collects dozens of times a second. Each collection also shrinks the stacks
 // of idle goroutines (the gRPC service's workers among them), which the next
-// call grows again. Raising GOGC while the live heap is small lets the heap
-// reach the floor between collections; once the live heap passes half the
-// floor the runtime's default applies unchanged, so a large live heap (many
-// viewers) costs no more memory than before.
+// call grows again. Raising GOGC while little is alive lets the heap reach
+// the floor between collections; once the live heap and the goroutine
+// stacks reach about half the floor the runtime's default applies
+// unchanged, so an instance that keeps much alive (many viewers) costs no
+// more memory than before.
 package gcfloor
 
 import (
@@ -26,15 +27,16 @@ const defaultPercent = 100
 const runtimeMinimum = 4 << 20
 
 var (
-	mu    sync.Mutex
-	users int    // Keep calls not yet stopped
-	floor uint64 // of the first of them
-	gen   int    // which chain of sentinels is current
+	mu     sync.Mutex
+	users  int    // Keep calls not yet stopped
+	floor  uint64 // of the first of them
+	gen    int    // which chain of sentinels is current
+	before int    // GOGC when the first of them started, restored after the last
 )
 
-// Keep raises GOGC while the live heap is below floor/2 so that the heap
-// grows to about floor bytes before the next collection, and returns the
-// function that ends it (restoring GOGC=100 once every caller has stopped).
+// Keep raises GOGC while the live heap is small so that the heap grows to
+// about floor bytes before the next collection, and returns the function
+// that ends it (restoring the GOGC it found once every caller has stopped).
 // It does nothing when getenv("GOGC") is set: the operator has chosen. The
 // first caller's floor holds until all callers stop.
 func Keep(floorBytes uint64, getenv func(string) string) (stop func()) {
@@ -46,7 +48,7 @@ func Keep(floorBytes uint64, getenv func(string) string) (stop func()) {
 	users++
 	if users == 1 {
 		floor, gen = floorBytes, gen+1
-		tune(floor)
+		before = tune(floor)
 		arm(gen)
 	}
 	var once sync.Once
@@ -56,7 +58,7 @@ func Keep(floorBytes uint64, getenv func(string) string) (stop func()) {
 			defer mu.Unlock()
 			if users--; users == 0 {
 				gen++ // the running chain ends at its next collection
-				debug.SetGCPercent(defaultPercent)
+				debug.SetGCPercent(before)
 			}
 		})
 	}
@@ -82,27 +84,38 @@ func arm(g int) {
 	})
 }
 
-var live = []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-
-// tune sets GOGC for the live heap now: the percent that puts the goal at
-// floor, at least the default and at most what keeps the runtime's own
-// minimum goal (which scales with GOGC) within floor.
-func tune(floor uint64) {
-	metrics.Read(live)
-	l := uint64(0)
-	if live[0].Value.Kind() == metrics.KindUint64 {
-		l = live[0].Value.Uint64()
-	}
-	debug.SetGCPercent(percent(floor, l))
+// heap is what the runtime's goal is made of: the live heap, and the
+// goroutine stacks and globals it scans, which GOGC also scales.
+var heap = []metrics.Sample{
+	{Name: "/gc/heap/live:bytes"},
+	{Name: "/gc/scan/stack:bytes"},
+	{Name: "/gc/scan/globals:bytes"},
 }
 
-// percent is the GOGC that keeps a heap of liveBytes collecting at about
-// floor bytes: floor/live − 1 in percent, within [100, floor/4 MiB·100].
-func percent(floor, liveBytes uint64) int {
+// tune sets GOGC for the heap now (see percent) and returns the GOGC it
+// replaced.
+func tune(floor uint64) int {
+	metrics.Read(heap)
+	var v [3]uint64
+	for i, m := range heap {
+		if m.Value.Kind() == metrics.KindUint64 {
+			v[i] = m.Value.Uint64()
+		}
+	}
+	return debug.SetGCPercent(percent(floor, v[0], v[1]+v[2]))
+}
+
+// percent is the GOGC that puts the runtime's heap goal, live + (live +
+// scanned)·GOGC/100, at about floor: at least the default, and at most what
+// keeps the runtime's own minimum goal (4 MiB·GOGC/100) within floor.
+func percent(floor, live, scanned uint64) int {
 	most := int(floor * defaultPercent / runtimeMinimum)
-	if liveBytes == 0 {
+	if live >= floor {
+		return defaultPercent
+	}
+	if live+scanned == 0 {
 		return most
 	}
-	p := int(floor*defaultPercent/liveBytes) - defaultPercent
-	return max(defaultPercent, min(p, most))
+	p := (floor - live) * defaultPercent / (live + scanned)
+	return max(defaultPercent, int(min(p, uint64(most))))
 }

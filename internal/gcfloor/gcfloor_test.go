@@ -5,23 +5,57 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 func TestPercent(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct {
-		floor, live uint64
-		want        int
+		floor, live, scanned uint64
+		want                 int
 	}{
-		{32 * mib, 0, 800},        // nothing measured yet: the most
-		{32 * mib, 1 * mib, 800},  // 3,100 would lift the runtime's minimum to 124 MiB
-		{32 * mib, 8 * mib, 300},  // 8 MiB × 4 = the floor
-		{32 * mib, 16 * mib, 100}, // half the floor: the default
-		{32 * mib, 200 * mib, 100},
+		{32 * mib, 0, 0, 800},             // nothing measured yet: the most
+		{32 * mib, 1 * mib, 0, 800},       // 3,100 would lift the runtime's minimum to 124 MiB
+		{32 * mib, 8 * mib, 0, 300},       // 8 + 8 × 3 = the floor
+		{32 * mib, 8 * mib, 8 * mib, 150}, // stacks count: 8 + 16 × 1.5 = the floor
+		{32 * mib, 2 * mib, 28 * mib, 100},
+		{32 * mib, 16 * mib, 0, 100}, // half the floor: the default
+		{32 * mib, 200 * mib, 0, 100},
 	} {
-		if got := percent(c.floor, c.live); got != c.want {
-			t.Errorf("percent(%d MiB, %d MiB) = %d, want %d", c.floor/mib, c.live/mib, got, c.want)
+		if got := percent(c.floor, c.live, c.scanned); got != c.want {
+			t.Errorf("percent(%d MiB, %d MiB live, %d MiB scanned) = %d, want %d", c.floor/mib, c.live/mib, c.scanned/mib, got, c.want)
 		}
+	}
+}
+
+// The floor follows the heap after every collection: the default with much
+// alive, raised again once it is freed, and no more after the last stop.
+func TestKeepFollowsTheHeap(t *testing.T) {
+	debug.SetGCPercent(defaultPercent)
+	stop := Keep(32<<20, func(string) string { return "" })
+	defer stop()
+	until := func(what string, ok func(p int) bool) {
+		t.Helper()
+		for range 200 {
+			runtime.GC()
+			if ok(gcPercent()) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("%s: GOGC = %d", what, gcPercent())
+	}
+	sink = make([]byte, 24<<20)
+	until("24 MiB alive, want the default", func(p int) bool { return p == defaultPercent })
+	sink = nil
+	until("freed, want GOGC raised again", func(p int) bool { return p > defaultPercent })
+	stop()
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p := gcPercent(); p != defaultPercent {
+		t.Errorf("GOGC = %d after the last stop and three collections, want %d", p, defaultPercent)
 	}
 }
 
